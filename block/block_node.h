@@ -1,0 +1,58 @@
+// The driver interface. A BlockNode is one opened image, shared by every thread; an IoQueue is one
+// thread's I/O context on it (its own libaio context and eventfd), so the I/O path takes no lock.
+#pragma once
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "block/io_request.h"
+
+namespace bexd::block {
+
+// Owned by exactly one thread. Completion callbacks run only inside Poll(), on that thread, never
+// inside Submit(), so a callback may submit again without re-entering the submitter's code.
+class IoQueue {
+ public:
+  virtual ~IoQueue() = default;
+  // Queues a request. It completes exactly once, through request->done, from a later Poll().
+  virtual void Submit(IoRequest* request) = 0;
+  // Sends queued requests to the backend (one io_submit for a batch), then runs the callbacks of
+  // every request that has completed. Cheap when nothing is pending. Call after a batch of
+  // Submit()s and whenever event_fd() becomes readable.
+  virtual void Poll() = 0;
+  // Readable when completions wait for Poll(); -1 if the driver completes everything within
+  // Poll() itself (the caller then never needs to wait for it).
+  virtual int event_fd() const = 0;
+  // Requests submitted and not yet completed.
+  virtual uint32_t in_flight() const = 0;
+};
+
+class BlockNode {
+ public:
+  virtual ~BlockNode() = default;
+  const std::string& node_name() const { return node_name_; }
+  virtual std::string driver_name() const = 0;
+  // Current size in bytes; safe from any thread.
+  virtual uint64_t size() const = 0;
+  virtual bool read_only() const = 0;
+  // Offsets, lengths and buffer addresses that need no bounce buffer are multiples of this.
+  virtual uint32_t request_alignment() const { return 1; }
+  // Resizes the node (truncate or grow). Control path: may block; safe from any thread.
+  virtual absl::Status Truncate(uint64_t new_size) = 0;
+  // Creates an I/O context for the calling thread.
+  virtual absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() = 0;
+  // A one-line description for logs and query-named-block-nodes (e.g. the file name).
+  virtual std::string description() const = 0;
+
+ protected:
+  explicit BlockNode(std::string node_name) : node_name_(std::move(node_name)) {}
+
+ private:
+  std::string node_name_;
+};
+
+}  // namespace bexd::block

@@ -1,0 +1,48 @@
+// One asynchronous block I/O. The submitter owns the storage (a request slot of a queue thread), so
+// the hot path allocates nothing; the driver keeps its per-request state in `driver_state`.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace bexd::block {
+
+enum class IoOp : uint8_t {
+  kRead,
+  kWrite,
+  kFlush,
+  kDiscard,      // may deallocate [offset, offset+length); reads afterwards are unspecified
+  kWriteZeroes,  // [offset, offset+length) reads as zeroes afterwards
+  kBlockStatus,  // describes the extent starting at offset, see IoRequest::status_data
+};
+
+enum IoFlags : uint32_t {
+  kIoFua = 1u << 0,         // kWrite: data is durable when the request completes
+  kIoMayUnmap = 1u << 1,    // kWriteZeroes: the driver may deallocate the range
+};
+
+struct IoRequest;
+// result: bytes transferred (kRead/kWrite/kDiscard/kWriteZeroes: the full length on success),
+// 0 for kFlush, the extent length for kBlockStatus (0 at or past the end), or -errno.
+using IoCallback = void (*)(IoRequest* request, int64_t result);
+
+struct IoRequest {
+  IoOp op = IoOp::kRead;
+  uint32_t flags = 0;
+  uint64_t offset = 0;
+  // kDiscard/kWriteZeroes/kBlockStatus: bytes to cover; kRead/kWrite: sum of the iovec lengths.
+  uint64_t length = 0;
+  const struct iovec* iov = nullptr;
+  int iovcnt = 0;
+  IoCallback done = nullptr;
+  void* opaque = nullptr;  // the submitter's; drivers never touch it
+  // kBlockStatus output: true if [offset, offset+result) may hold data, false if it reads as
+  // zeroes without being allocated (a hole).
+  bool status_data = false;
+  // Driver-private per-request state (a libaio iocb, a deadline, a bounce buffer handle).
+  alignas(16) unsigned char driver_state[192];
+};
+
+}  // namespace bexd::block

@@ -1,0 +1,35 @@
+// Export options as parsed from --export / block-export-add (QSD's names where QSD has them).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+
+namespace bexd::exp {
+
+enum class AllowOther { kOff, kOn, kAuto };
+
+struct FuseExportOptions {
+  std::string mountpoint;  // an existing regular file
+  bool growable = false;
+  AllowOther allow_other = AllowOther::kAuto;
+  uint32_t num_queues = 0;  // 0: one per CPU
+};
+
+struct VhostUserFsExportOptions {
+  std::string socket_path;  // addr.type=unix, addr.path=...
+  std::string tag;          // the virtio-fs tag the guest mounts by
+  std::string file_name;    // the image's name in the shared directory; default: the node name
+  bool growable = false;
+  uint32_t num_request_queues = 1;
+};
+
+struct ExportOptions {
+  std::string id;
+  std::string node_name;
+  bool writable = false;
+  bool writethrough = false;
+  std::variant<FuseExportOptions, VhostUserFsExportOptions> transport;
+};
+
+}  // namespace bexd::exp
