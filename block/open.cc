@@ -1,0 +1,29 @@
+#include "block/open.h"
+
+#include <fmt/format.h>
+
+#include <type_traits>
+#include <variant>
+
+#include "block/null_node.h"
+
+namespace bexd::block {
+
+absl::StatusOr<std::shared_ptr<BlockNode>> OpenBlockNode(const BlockdevOptions& options) {
+  if (options.node_name.empty()) {
+    return absl::InvalidArgumentError("a block node needs a node-name");
+  }
+  return std::visit(
+      [&](const auto& driver) -> absl::StatusOr<std::shared_ptr<BlockNode>> {
+        using Driver = std::decay_t<decltype(driver)>;
+        if constexpr (std::is_same_v<Driver, NullOptions>) {
+          return OpenNullNode(options.node_name, driver, options.read_only);
+        } else {
+          return absl::UnimplementedError(
+              fmt::format("node '{}': the file driver is not built yet", options.node_name));
+        }
+      },
+      options.driver);
+}
+
+}  // namespace bexd::block

@@ -1,0 +1,18 @@
+// Validation every driver applies before it accepts a request.
+#pragma once
+
+#include <cstdint>
+
+#include "block/io_request.h"
+
+namespace bexd::block {
+
+// 0 if `request` is well formed for a node of `size` bytes, else the -errno it must complete with:
+// -EINVAL for an unknown op or flag, an iovec that does not add up to `length`, or a range past
+// the end; -EROFS for a modifying op on a read-only node.
+int CheckRequest(const IoRequest& request, uint64_t size, bool read_only);
+
+// Whether the op reads or writes through the request's iovec.
+inline bool HasData(IoOp op) { return op == IoOp::kRead || op == IoOp::kWrite; }
+
+}  // namespace bexd::block
