@@ -1,0 +1,89 @@
+#!/bin/bash
+# Builds the guest's initramfs: static busybox, the kernel modules the test needs (with their
+# dependencies, in load order) and guest-init.sh as /init.
+#
+# Usage: build-initramfs.sh KERNEL_DIR OUTPUT
+# KERNEL_DIR is what fetch-kernel.sh prints. OUTPUT is an uncompressed newc cpio archive (no
+# decompression in the guest, which costs time under TCG).
+set -euo pipefail
+
+die() {
+  echo "build-initramfs: $*" >&2
+  exit 1
+}
+
+[[ $# -eq 2 ]] || die "usage: build-initramfs.sh KERNEL_DIR OUTPUT"
+kernel=$1
+output=$2
+here=$(cd "$(dirname "$0")" && pwd)
+modules_dir=$kernel/modules
+
+# virtio_pci and virtiofs pull in fuse and the virtio core; loop and ext4 let the guest mount a
+# filesystem inside the exported image; crc32c_generic is ext4's metadata checksum, which ext4
+# requests through the crypto API rather than as a module dependency.
+wanted=(virtio_pci virtiofs loop crc32c_generic ext4)
+
+busybox=${BUSYBOX:-/bin/busybox}
+[[ -x $busybox ]] || die "$busybox is missing (install busybox-static)"
+if ldd "$busybox" >/dev/null 2>&1; then
+  die "$busybox is dynamically linked; the initramfs needs busybox-static"
+fi
+[[ -d $modules_dir/kernel ]] || die "$modules_dir has no kernel modules"
+
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+mkdir -p "$root"/{bin,dev,proc,sys,mnt,tmp,lib/modules}
+cp "$busybox" "$root/bin/busybox"
+for applet in $("$busybox" --list); do
+  [[ $applet == busybox ]] || ln -s busybox "$root/bin/$applet"
+done
+install -m 755 "$here/guest-init.sh" "$root/init"
+
+# Module names use '_' and '-' interchangeably; index the files by the '_' spelling.
+declare -A module_path
+while IFS= read -r -d '' file; do
+  name=${file##*/}
+  name=${name%%.ko*}
+  module_path[${name//-/_}]=$file
+done < <(find "$modules_dir/kernel" -name '*.ko*' -print0)
+
+# Copies one module, uncompressed, to the initramfs.
+copy_module() {
+  local source=$1 target=$2
+  case $source in
+    *.ko) cp "$source" "$target" ;;
+    *.ko.xz) xz -dc "$source" >"$target" ;;
+    *.ko.zst) zstd -qdc "$source" >"$target" ;;
+    *.ko.gz) gzip -dc "$source" >"$target" ;;
+    *) die "$source: unknown module compression" ;;
+  esac
+}
+
+# Depth-first over "depends=" in each module's .modinfo section, so every module follows the
+# modules it needs.
+declare -A visited
+order=()
+add_module() {
+  local name=${1//-/_}
+  [[ -n ${visited[$name]:-} ]] && return
+  visited[$name]=1
+  local source=${module_path[$name]:-}
+  [[ -n $source ]] || die "kernel module $name is not in $modules_dir"
+  local target=$root/lib/modules/$name.ko
+  copy_module "$source" "$target"
+  local depends dependency
+  depends=$(tr '\0' '\n' <"$target" | sed -n 's/^depends=//p')
+  for dependency in ${depends//,/ }; do
+    add_module "$dependency"
+  done
+  order+=("$name")
+}
+for name in "${wanted[@]}"; do
+  add_module "$name"
+done
+printf '%s\n' "${order[@]}" >"$root/lib/modules/order"
+
+(cd "$root" && find . -print0 | LC_ALL=C sort -z |
+  cpio --null --create --format=newc --owner=0:0 --quiet) >"$output.partial" ||
+  die "cpio failed"
+mv "$output.partial" "$output"

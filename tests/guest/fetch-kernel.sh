@@ -1,0 +1,98 @@
+#!/bin/bash
+# Fetches the Debian kernel that linux-image-amd64 currently points at into a cache, without
+# installing it on the host, and prepares it for a direct QEMU boot.
+#
+# Usage: fetch-kernel.sh CACHE_DIR
+# Prints the directory that holds the prepared kernel:
+#   DIR/vmlinux   the uncompressed ELF kernel (PVH entry: QEMU skips the bzImage decompressor,
+#                 which costs seconds under TCG)
+#   DIR/vmlinuz   the original bzImage (fallback when the ELF has no PVH note)
+#   DIR/modules   the package's lib/modules/<release> tree
+#   DIR/release   the kernel release string
+# A second call with the same package version reuses the cache and downloads nothing. When apt
+# cannot resolve the package (no package lists), the newest cached kernel is used.
+set -euo pipefail
+
+die() {
+  echo "fetch-kernel: $*" >&2
+  exit 1
+}
+
+[[ $# -eq 1 ]] || die "usage: fetch-kernel.sh CACHE_DIR"
+cache=$1
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$cache" || die "cannot create the cache directory $cache"
+
+newest_cached() {
+  local d newest=
+  for d in "$cache"/linux-image-*; do
+    [[ -f $d/complete && ( -z $newest || $d -nt $newest ) ]] && newest=$d
+  done
+  [[ -n $newest ]] && echo "$newest"
+}
+
+# The meta package's dependency names the versioned kernel package, e.g.
+# "Depends: linux-image-6.1.0-57-amd64 (= 6.1.192-3)".
+resolve_package() {
+  local show
+  show=$(apt-cache show --no-all-versions linux-image-amd64 2>/dev/null) || return 1
+  local depends version
+  depends=$(sed -n 's/^Depends: //p' <<<"$show" | tr ',' '\n' |
+    sed -n 's/^ *\(linux-image-[0-9][^ ]*\).*/\1/p' | head -n1)
+  [[ -n $depends ]] || return 1
+  version=$(apt-cache show --no-all-versions "$depends" 2>/dev/null | sed -n 's/^Version: //p' |
+    head -n1)
+  [[ -n $version ]] || return 1
+  echo "$depends" "$version"
+}
+
+if ! read -r package version < <(resolve_package); then
+  if dir=$(newest_cached); then
+    echo "fetch-kernel: apt cannot resolve linux-image-amd64; using the cached $dir" >&2
+    echo "$dir"
+    exit 0
+  fi
+  die "apt cannot resolve linux-image-amd64's kernel package (run apt-get update?) and" \
+    "nothing is cached in $cache"
+fi
+
+dir=$cache/$package-$version
+if [[ -f $dir/complete ]]; then
+  echo "$dir"
+  exit 0
+fi
+
+# Several test runs may start at once; one of them prepares the kernel, the others wait for it.
+exec 9>"$cache/.lock"
+flock -w 600 9 || die "timed out waiting for the lock on $cache"
+if [[ -f $dir/complete ]]; then
+  echo "$dir"
+  exit 0
+fi
+
+staging=$(mktemp -d "$cache/.staging.XXXXXX")
+chmod 755 "$staging" # apt-get download drops privileges to _apt
+trap 'rm -rf "$staging"' EXIT
+echo "fetch-kernel: downloading $package $version" >&2
+(cd "$staging" && apt-get download -q "$package=$version" >&2) ||
+  die "apt-get download $package=$version failed"
+deb=$(ls "$staging"/*.deb)
+dpkg-deb -x "$deb" "$staging/root" || die "dpkg-deb -x $deb failed"
+
+vmlinuz=$(ls "$staging"/root/boot/vmlinuz-* 2>/dev/null | head -n1)
+[[ -n $vmlinuz ]] || die "$deb holds no boot/vmlinuz-*"
+release=${vmlinuz##*/vmlinuz-}
+[[ -d $staging/root/lib/modules/$release ]] || die "$deb holds no lib/modules/$release"
+
+mkdir "$staging/out"
+mv "$vmlinuz" "$staging/out/vmlinuz"
+mv "$staging/root/lib/modules/$release" "$staging/out/modules"
+echo "$release" >"$staging/out/release"
+if ! "$here/extract-vmlinux.sh" "$staging/out/vmlinuz" "$staging/out/vmlinux"; then
+  echo "fetch-kernel: no uncompressed kernel; guests boot the bzImage (slower)" >&2
+fi
+touch "$staging/out/complete"
+rm -rf "$dir"
+mv "$staging/out" "$dir"
+echo "fetch-kernel: cached $package $version in $dir" >&2
+echo "$dir"

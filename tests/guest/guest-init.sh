@@ -1,0 +1,117 @@
+#!/bin/sh
+# /init of the test guest (busybox sh, PID 1). Mounts the virtio-fs export, checks the image file
+# it shows, writes and reads back data, and powers off. Every step prints a marker on the console;
+# the last line is "BEXD-GUEST-RESULT: PASS" or "BEXD-GUEST-RESULT: FAIL <why>". run-guest-test.sh
+# passes the parameters on the kernel command line as bexd.<name>=<value> and checks the image
+# afterwards.
+#
+# Image layout (offsets and sizes in MiB, set by the host):
+#   [0, pattern_mib)                    random pattern written by the host
+#   [copy_mib, copy_mib + pattern_mib)  the guest copies the pattern here, page cache + fsync
+#   [direct_mib, ... + pattern_mib)     the guest copies the pattern here with O_DIRECT
+#   [fs_mib, fs_mib + fs_size_mib)      an ext4 filesystem made by the host (optional)
+
+PATH=/bin
+export PATH
+
+power_off() {
+  sync
+  poweroff -f
+  # poweroff -f does not return; if it does, PID 1 must not exit (that panics the guest).
+  while :; do sleep 60; done
+}
+
+fail() {
+  echo "BEXD-GUEST-RESULT: FAIL $*"
+  power_off
+}
+
+step() {
+  echo "BEXD-GUEST: $*"
+}
+
+# The value of bexd.NAME on the kernel command line; empty when absent.
+param() {
+  tr ' ' '\n' </proc/cmdline | sed -n "s/^bexd\.$1=//p"
+}
+
+# sha256 of COUNT MiB of FILE starting SKIP MiB in, read with the extra dd flags given.
+region_sha256() {
+  dd if="$1" bs=64k skip=$(($2 * 16)) count=$(($3 * 16)) $4 2>/dev/null | sha256sum |
+    cut -d' ' -f1
+}
+
+drop_caches() {
+  sync
+  echo 3 >/proc/sys/vm/drop_caches
+}
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+exec </dev/console >/dev/console 2>&1
+
+for module in $(cat /lib/modules/order); do
+  insmod "/lib/modules/$module.ko" || fail "insmod $module"
+done
+
+for name in tag file size pattern_mib pattern_sha256 copy_mib direct_mib; do
+  value=$(param $name)
+  [ -n "$value" ] || fail "the kernel command line lacks bexd.$name"
+  eval "$name=\$value"
+done
+
+mount -t virtiofs "$tag" /mnt || fail "mount -t virtiofs $tag"
+step "mounted $tag after $(cut -d' ' -f1 /proc/uptime) s"
+
+ls -l /mnt
+entries=$(ls -A /mnt)
+[ "$entries" = "$file" ] || fail "the share holds '$entries', expected only '$file'"
+[ -f "/mnt/$file" ] || fail "/mnt/$file is not a regular file"
+actual_size=$(stat -c %s "/mnt/$file")
+[ "$actual_size" = "$size" ] || fail "/mnt/$file has $actual_size bytes, expected $size"
+step "listing ok: $file, $size bytes"
+
+image=/mnt/$file
+sha=$(region_sha256 "$image" 0 "$pattern_mib" "")
+[ "$sha" = "$pattern_sha256" ] || fail "host pattern reads back as $sha (page cache)"
+sha=$(region_sha256 "$image" 0 "$pattern_mib" iflag=direct)
+[ "$sha" = "$pattern_sha256" ] || fail "host pattern reads back as $sha (O_DIRECT)"
+step "host pattern read ok"
+
+dd if="$image" of="$image" bs=1M count="$pattern_mib" seek="$copy_mib" conv=notrunc,fsync \
+  2>/dev/null || fail "buffered copy to $copy_mib MiB"
+dd if="$image" of="$image" bs=64k count=$((pattern_mib * 16)) seek=$((direct_mib * 16)) \
+  iflag=direct oflag=direct conv=notrunc 2>/dev/null || fail "O_DIRECT copy to $direct_mib MiB"
+drop_caches
+for offset in "$copy_mib" "$direct_mib"; do
+  sha=$(region_sha256 "$image" "$offset" "$pattern_mib" iflag=direct)
+  [ "$sha" = "$pattern_sha256" ] || fail "copy at $offset MiB reads back as $sha (O_DIRECT)"
+  sha=$(region_sha256 "$image" "$offset" "$pattern_mib" "")
+  [ "$sha" = "$pattern_sha256" ] || fail "copy at $offset MiB reads back as $sha (page cache)"
+done
+step "write and read back ok"
+
+# Reads at the end of the file: the last block reads in full, reads past it return nothing.
+tail_bytes=$(dd if="$image" bs=4096 skip=$((size / 4096 - 1)) 2>/dev/null | wc -c)
+[ "$tail_bytes" = 4096 ] || fail "the last 4 KiB block read $tail_bytes bytes"
+past_bytes=$(dd if="$image" bs=4096 skip=$((size / 4096)) count=1 2>/dev/null | wc -c)
+[ "$past_bytes" = 0 ] || fail "a read past the end returned $past_bytes bytes"
+step "end of file ok"
+
+fs_mib=$(param fs_mib)
+if [ -n "$fs_mib" ]; then
+  mkdir -p /fs
+  losetup -o $((fs_mib << 20)) /dev/loop0 "$image" || fail "losetup at $fs_mib MiB"
+  mount -t ext4 /dev/loop0 /fs || fail "mount ext4 from the image"
+  [ "$(cat /fs/host.txt)" = "written by the host" ] || fail "/fs/host.txt has other content"
+  echo "$pattern_sha256" >/fs/guest.txt || fail "write /fs/guest.txt"
+  umount /fs || fail "umount /fs"
+  losetup -d /dev/loop0 || fail "losetup -d"
+  step "ext4 in the image ok"
+fi
+
+drop_caches
+umount /mnt || fail "umount /mnt"
+echo "BEXD-GUEST-RESULT: PASS"
+power_off
