@@ -1,0 +1,259 @@
+#include "cli/daemon.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+#include <variant>
+
+#include "block/open.h"
+#include "export/start.h"
+#include "util/log.h"
+
+namespace bexd::cli {
+namespace {
+
+using nlohmann::json;
+
+// The file or socket an export occupies; two exports may not share one.
+std::string Endpoint(const ExportSpec& spec) {
+  const std::string* path = std::visit(
+      [](const auto& transport) -> const std::string* {
+        if constexpr (std::is_same_v<std::decay_t<decltype(transport)>, exp::FuseExportOptions>) {
+          return &transport.mountpoint;
+        } else {
+          return &transport.socket_path;
+        }
+      },
+      spec.options.transport);
+  std::error_code error;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(*path, error);
+  return error ? *path : canonical.string();
+}
+
+absl::Status ExportError(std::string_view id, std::string_view message) {
+  return absl::InvalidArgumentError(fmt::format("export '{}': {}", id, message));
+}
+
+json StatsJson(const fuse::QueueStatsSnapshot& stats) {
+  return {
+      {"requests", stats.requests},
+      {"read-requests", stats.read_requests},
+      {"write-requests", stats.write_requests},
+      {"bytes-read", stats.bytes_read},
+      {"bytes-written", stats.bytes_written},
+      {"errors", stats.errors},
+      {"in-flight", stats.in_flight},
+      {"latency-us",
+       {{"p50", stats.LatencyPercentileUs(50)},
+        {"p90", stats.LatencyPercentileUs(90)},
+        {"p99", stats.LatencyPercentileUs(99)},
+        {"p99.9", stats.LatencyPercentileUs(99.9)}}},
+  };
+}
+
+void Accumulate(const fuse::QueueStatsSnapshot& queue, fuse::QueueStatsSnapshot* total) {
+  total->requests += queue.requests;
+  total->read_requests += queue.read_requests;
+  total->write_requests += queue.write_requests;
+  total->bytes_read += queue.bytes_read;
+  total->bytes_written += queue.bytes_written;
+  total->errors += queue.errors;
+  total->in_flight += queue.in_flight;
+  for (int i = 0; i < fuse::QueueStats::kLatencyBuckets; ++i) {
+    total->latency_us[i] += queue.latency_us[i];
+  }
+}
+
+}  // namespace
+
+Daemon::Daemon(std::vector<std::string> iothreads) : iothreads_(std::move(iothreads)) {}
+
+Daemon::~Daemon() { StopAllExports(); }
+
+const Daemon::LiveNode* Daemon::FindNode(std::string_view node_name) const {
+  for (const LiveNode& live : nodes_) {
+    if (live.node->node_name() == node_name) return &live;
+  }
+  return nullptr;
+}
+
+const Daemon::LiveExport* Daemon::FindExport(std::string_view id) const {
+  for (const LiveExport& live : exports_) {
+    if (live.spec.options.id == id) return &live;
+  }
+  return nullptr;
+}
+
+absl::Status Daemon::AddBlockdev(const block::BlockdevOptions& options) {
+  if (FindNode(options.node_name) != nullptr) {
+    return absl::InvalidArgumentError(
+        fmt::format("node-name '{}' is already in use", options.node_name));
+  }
+  absl::StatusOr<std::shared_ptr<block::BlockNode>> node = block::OpenBlockNode(options);
+  if (!node.ok()) return node.status();
+  log::Info("opened node '{}': {}", options.node_name, (*node)->description());
+  nodes_.push_back({options, *std::move(node)});
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::DeleteBlockdev(std::string_view node_name) {
+  auto it = std::find_if(nodes_.begin(), nodes_.end(),
+                         [&](const LiveNode& live) { return live.node->node_name() == node_name; });
+  if (it == nodes_.end()) {
+    return absl::NotFoundError(fmt::format("node '{}' not found", node_name));
+  }
+  for (const LiveExport& live : exports_) {
+    if (live.spec.options.node_name == node_name) {
+      return absl::FailedPreconditionError(
+          fmt::format("node '{}' is in use by export '{}'", node_name, live.spec.options.id));
+    }
+  }
+  nodes_.erase(it);
+  log::Info("closed node '{}'", node_name);
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
+                                    std::span<const ExportSpec> also_new) const {
+  const exp::ExportOptions& options = spec.options;
+  bool duplicate_id = FindExport(options.id) != nullptr;
+  std::string endpoint = Endpoint(spec);
+  std::string endpoint_owner;
+  for (const LiveExport& live : exports_) {
+    if (Endpoint(live.spec) == endpoint) endpoint_owner = live.spec.options.id;
+  }
+  for (const ExportSpec& other : also_new) {
+    if (other.options.id == options.id) duplicate_id = true;
+    if (Endpoint(other) == endpoint) endpoint_owner = other.options.id;
+  }
+  if (duplicate_id) return ExportError(options.id, "id is already in use");
+  if (!endpoint_owner.empty()) {
+    return ExportError(
+        options.id, fmt::format("'{}' is already used by export '{}'", endpoint, endpoint_owner));
+  }
+  const LiveNode* node = FindNode(options.node_name);
+  if (node == nullptr) {
+    return ExportError(options.id,
+                       fmt::format("node-name '{}' does not name a block node", options.node_name));
+  }
+  if (options.writable && node->node->read_only()) {
+    return ExportError(options.id, fmt::format("node '{}' is read-only; writable=on needs a "
+                                               "writable node",
+                                               options.node_name));
+  }
+  for (const std::string& iothread : spec.iothreads) {
+    if (std::find(iothreads_.begin(), iothreads_.end(), iothread) == iothreads_.end()) {
+      return ExportError(options.id, fmt::format("iothread '{}' does not name an --object "
+                                                 "iothread",
+                                                 iothread));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::CheckNewExports(std::span<const ExportSpec> specs) const {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    absl::Status status = CheckNewExport(specs[i], specs.first(i));
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::AddExport(const ExportSpec& spec) {
+  absl::Status status = CheckNewExport(spec, {});
+  if (!status.ok()) return status;
+  absl::StatusOr<std::unique_ptr<exp::Export>> running =
+      exp::StartExport(spec.options, FindNode(spec.options.node_name)->node);
+  if (!running.ok()) return running.status();
+  log::Info("export '{}' ({}) serves node '{}' at {}", spec.options.id, (*running)->type(),
+            spec.options.node_name, Endpoint(spec));
+  exports_.push_back({spec, *std::move(running)});
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::DeleteExport(std::string_view id, ExportDeleteMode mode) {
+  auto it = std::find_if(exports_.begin(), exports_.end(),
+                         [&](const LiveExport& live) { return live.spec.options.id == id; });
+  if (it == exports_.end()) {
+    return absl::NotFoundError(fmt::format("export '{}' not found", id));
+  }
+  if (mode == ExportDeleteMode::kSafe && it->running->in_use()) {
+    return absl::FailedPreconditionError(
+        fmt::format("export '{}' is in use; close it first or use mode=hard", id));
+  }
+  std::string deleted_id = it->spec.options.id;
+  it->running->Stop();
+  exports_.erase(it);
+  log::Info("export '{}' removed", deleted_id);
+  if (export_deleted_) export_deleted_(deleted_id);
+  return absl::OkStatus();
+}
+
+void Daemon::StopAllExports() {
+  while (!exports_.empty()) {
+    LiveExport& last = exports_.back();
+    last.running->Stop();
+    log::Info("export '{}' stopped", last.spec.options.id);
+    exports_.pop_back();
+  }
+}
+
+json Daemon::NamedBlockNodes() const {
+  json nodes = json::array();
+  for (const LiveNode& live : nodes_) {
+    const block::BlockNode& node = *live.node;
+    const auto* file = std::get_if<block::FileOptions>(&live.options.driver);
+    nodes.push_back({
+        {"node-name", node.node_name()},
+        {"drv", file != nullptr ? "file" : "null-co"},
+        {"ro", node.read_only()},
+        {"file", node.description()},
+        {"image",
+         {{"filename", node.description()},
+          {"format", node.driver_name()},
+          {"virtual-size", node.size()}}},
+        {"cache",
+         {{"writeback", true},
+          {"direct", file != nullptr && file->cache_direct},
+          {"no-flush", file != nullptr && file->cache_no_flush}}},
+    });
+  }
+  return nodes;
+}
+
+json Daemon::BlockExports() const {
+  json exports = json::array();
+  for (const LiveExport& live : exports_) {
+    exports.push_back({{"type", live.running->type()},
+                       {"id", live.spec.options.id},
+                       {"node-name", live.spec.options.node_name},
+                       {"shutting-down", false}});
+  }
+  return exports;
+}
+
+absl::StatusOr<json> Daemon::ExportStats(const std::optional<std::string>& id) const {
+  if (id && FindExport(*id) == nullptr) {
+    return absl::NotFoundError(fmt::format("export '{}' not found", *id));
+  }
+  json result = json::array();
+  for (const LiveExport& live : exports_) {
+    if (id && live.spec.options.id != *id) continue;
+    json queues = json::array();
+    fuse::QueueStatsSnapshot total;
+    for (const fuse::QueueStatsSnapshot& queue : live.running->Stats()) {
+      queues.push_back(StatsJson(queue));
+      Accumulate(queue, &total);
+    }
+    result.push_back({{"id", live.spec.options.id},
+                      {"type", live.running->type()},
+                      {"node-name", live.spec.options.node_name},
+                      {"total", StatsJson(total)},
+                      {"queues", std::move(queues)}});
+  }
+  return result;
+}
+
+}  // namespace bexd::cli

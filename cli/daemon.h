@@ -1,0 +1,81 @@
+// The daemon's live state: open block nodes and running exports, by name. Start-up and the QMP
+// commands both go through it, so they apply the same checks. Main thread only.
+#pragma once
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "block/block_node.h"
+#include "block/options.h"
+#include "cli/export_schema.h"
+#include "export/export.h"
+
+namespace bexd::cli {
+
+enum class ExportDeleteMode {
+  kSafe,  // refuse while a client has the export open
+  kHard,  // complete what is in flight, then remove it regardless
+};
+
+class Daemon {
+ public:
+  // `iothreads`: the --object iothread ids exports may name.
+  explicit Daemon(std::vector<std::string> iothreads);
+  ~Daemon();  // stops every export
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  absl::Status AddBlockdev(const block::BlockdevOptions& options);
+  // Refuses while an export serves the node.
+  absl::Status DeleteBlockdev(std::string_view node_name);
+
+  // Checks `specs` against the live nodes and exports and against each other, without starting
+  // anything: unique ids and mountpoints/sockets, existing nodes and iothreads, writable only on a
+  // writable node.
+  absl::Status CheckNewExports(std::span<const ExportSpec> specs) const;
+  absl::Status AddExport(const ExportSpec& spec);
+  absl::Status DeleteExport(std::string_view id, ExportDeleteMode mode);
+  // Stops every export, newest first (drain, flush, unmount), then forgets them.
+  void StopAllExports();
+
+  // QMP's query-named-block-nodes, query-block-exports and x-query-export-stats results.
+  nlohmann::json NamedBlockNodes() const;
+  nlohmann::json BlockExports() const;
+  absl::StatusOr<nlohmann::json> ExportStats(const std::optional<std::string>& id) const;
+
+  // Called with the id of each export that DeleteExport removed (for BLOCK_EXPORT_DELETED).
+  void set_export_deleted_callback(std::function<void(const std::string&)> callback) {
+    export_deleted_ = std::move(callback);
+  }
+
+ private:
+  struct LiveExport {
+    ExportSpec spec;
+    std::unique_ptr<exp::Export> running;
+  };
+
+  struct LiveNode {
+    block::BlockdevOptions options;
+    std::shared_ptr<block::BlockNode> node;
+  };
+
+  const LiveNode* FindNode(std::string_view node_name) const;
+  const LiveExport* FindExport(std::string_view id) const;
+  absl::Status CheckNewExport(const ExportSpec& spec, std::span<const ExportSpec> also_new) const;
+
+  std::vector<std::string> iothreads_;
+  std::vector<LiveNode> nodes_;
+  std::vector<LiveExport> exports_;
+  std::function<void(const std::string&)> export_deleted_;
+};
+
+}  // namespace bexd::cli
