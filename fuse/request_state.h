@@ -1,0 +1,37 @@
+// The core's private per-request state, embedded in each transport-owned fuse::Request slot so
+// that a request in flight needs no heap memory. Transports never read or write it.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "block/io_request.h"
+
+namespace bexd::fuse {
+
+class Queue;
+
+// Most iovecs a READ reply or WRITE payload may be split into. The kernel sends at most max_pages
+// (256) data pages; the slack covers transports that split a page at a memory-region boundary.
+inline constexpr int kMaxDataIovecs = 260;
+
+struct RequestState {
+  block::IoRequest io;
+  Queue* queue = nullptr;
+  uint64_t unique = 0;
+  uint64_t start_ns = 0;  // CLOCK_MONOTONIC at Dispatch, for the latency histogram
+  size_t out_bytes = 0;   // room in Request::out
+  uint32_t opcode = 0;
+  // READ/WRITE: bytes the request moves. LSEEK: the whence being answered.
+  uint32_t length = 0;
+  // LSEEK: where the scan for data or a hole has got to.
+  uint64_t seek_position = 0;
+  int data_iov_count = 0;
+  // READ: windows onto Request::out past the fuse_out_header; WRITE: onto Request::in past the
+  // fuse_write_in. The block request reads or writes them directly.
+  struct iovec data_iov[kMaxDataIovecs];
+};
+
+}  // namespace bexd::fuse

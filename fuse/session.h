@@ -1,0 +1,118 @@
+// One export's FUSE session, shared by all of its queue threads: the block node, the options, the
+// negotiated INIT state, the presented attributes, and the open file handle count. The fields the
+// READ/WRITE path reads are written only at creation and INIT; the rest sit behind a mutex or on
+// their own cache line so the I/O path takes no lock.
+#pragma once
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+#include <linux/fuse.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "block/block_node.h"
+
+namespace bexd::fuse {
+
+struct SessionOptions {
+  bool writable = false;
+  // WRITE and FALLOCATE past the end grow the node instead of failing with ENOSPC.
+  bool growable = false;
+  // Every WRITE is durable when answered (block kIoFua).
+  bool writethrough = false;
+  // virtio-fs: node 1 is a directory holding one regular file, `file_name`, as node 2. Otherwise
+  // node 1 is the file itself (a FUSE file system mounted on a regular file).
+  bool directory_root = false;
+  std::string file_name;
+  // Presented owner, permission bits (0: 0600 if writable, else 0400) and initial timestamps
+  // (unset: the session's creation time). SETATTR may change them for the session's lifetime.
+  uint32_t uid = ::getuid();
+  uint32_t gid = ::getgid();
+  uint32_t file_mode = 0;
+  std::optional<struct timespec> timestamp;
+  // Largest READ/WRITE payload; a multiple of 4096 in [4096, 1 MiB].
+  uint32_t max_write = uint32_t{1} << 20;
+};
+
+enum class NodeKind { kNone, kDirectory, kFile };
+
+inline constexpr uint64_t kRootNodeId = FUSE_ROOT_ID;
+inline constexpr uint64_t kFileInDirectoryNodeId = 2;
+
+struct NodeAttributes {
+  uint32_t mode = 0;  // file type and permission bits
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  struct timespec atime = {}, mtime = {}, ctime = {};
+};
+
+class Session {
+ public:
+  // Fails if the options contradict the node (writable on a read-only node) or themselves.
+  static absl::StatusOr<std::shared_ptr<Session>> Create(std::shared_ptr<block::BlockNode> node,
+                                                         SessionOptions options);
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  block::BlockNode& node() const { return *node_; }
+  const std::shared_ptr<block::BlockNode>& shared_node() const { return node_; }
+  const SessionOptions& options() const { return options_; }
+  uint64_t file_node_id() const { return file_node_id_; }
+  NodeKind KindOf(uint64_t node_id) const;
+
+  // Buffer sizes a transport needs: the largest request the kernel sends (a WRITE of max_write
+  // bytes, never less than FUSE_MIN_READ_BUFFER) and the largest reply (a READ of max_write).
+  size_t max_request_bytes() const;
+  size_t max_reply_bytes() const;
+
+  // INIT state. A new INIT (a virtio-fs guest that rebooted) starts a fresh session: handles from
+  // before it are gone.
+  bool initialized() const { return initialized_.load(std::memory_order_acquire); }
+  uint32_t protocol_minor() const { return protocol_minor_.load(std::memory_order_relaxed); }
+  void MarkInitialized(uint32_t protocol_minor);
+  void MarkDestroyed();
+
+  // Open file handles (not directory handles): an export is in use while this is non-zero.
+  uint32_t open_handles() const { return open_handles_.load(std::memory_order_relaxed); }
+  void HandleOpened();
+  void HandleReleased();
+
+  NodeAttributes Attributes(NodeKind kind) const;
+  // False if SETATTR's timestamps are out of range (nanoseconds >= 10^9).
+  static bool ValidTimes(const struct fuse_setattr_in& in);
+  // Applies SETATTR's mode, owner and timestamp changes (not the size) to the node; 0, or EINVAL
+  // (and no change) unless ValidTimes(in).
+  int ApplyAttributes(NodeKind kind, const struct fuse_setattr_in& in);
+
+  // Size changes, serialized between queue threads. They may block (ftruncate).
+  absl::Status GrowTo(uint64_t end);  // no-op if the node is already at least that big
+  absl::Status Resize(uint64_t size);
+
+ private:
+  Session(std::shared_ptr<block::BlockNode> node, SessionOptions options);
+
+  // Read-mostly.
+  const std::shared_ptr<block::BlockNode> node_;
+  const SessionOptions options_;
+  const uint64_t file_node_id_;
+  std::atomic<bool> initialized_{false};
+  std::atomic<uint32_t> protocol_minor_{0};
+
+  alignas(64) std::atomic<uint32_t> open_handles_{0};
+
+  alignas(64) mutable std::mutex attributes_mutex_;
+  NodeAttributes file_attributes_;
+  NodeAttributes directory_attributes_;
+
+  std::mutex resize_mutex_;
+};
+
+}  // namespace bexd::fuse
