@@ -78,6 +78,7 @@ cleanup() {
   return 0
 }
 trap cleanup EXIT
+trap 'exit 1' TERM INT HUP # so that cleanup runs
 
 start=$SECONDS
 kernel=$("$here/fetch-kernel.sh" "$cache") || die "could not fetch the guest kernel"

@@ -1,0 +1,131 @@
+// Boots a Linux guest under QEMU against bexd's vhost-user-fs export (tests/guest/
+// run-guest-test.sh): the guest mounts the export over virtio-fs, checks the image file, writes
+// and reads back data, and the host then checks the backing file.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+constexpr char kScript[] = BEXD_SOURCE_DIR "/tests/guest/run-guest-test.sh";
+// The guest itself gets kGuestLimit; the rest covers a first kernel download and the host checks.
+// Both stay below ctest's 300 s so a stuck run fails here, with its output, rather than in ctest.
+constexpr std::chrono::seconds kGuestLimit{180};
+constexpr std::chrono::seconds kRunLimit{270};
+constexpr std::chrono::seconds kStopGrace{10};
+
+bool ExecutableInPath(std::string_view name) {
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/bin:/bin";
+  while (!dirs.empty()) {
+    size_t end = dirs.find(':');
+    std::string dir(dirs.substr(0, end));
+    dirs = end == std::string_view::npos ? std::string_view() : dirs.substr(end + 1);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + std::string(name);
+    if (access(candidate.c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+struct RunResult {
+  bool timed_out = false;
+  int wait_status = 0;
+  std::string output;  // stdout and stderr, interleaved
+};
+
+// Runs argv in a new process group and collects its output. When `limit` passes, the whole group
+// (the script, QEMU and the backend) gets SIGTERM, then SIGKILL after kStopGrace.
+RunResult RunBounded(const std::vector<std::string>& argv, std::chrono::seconds limit) {
+  RunResult result;
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe2: " << std::strerror(errno);
+    return result;
+  }
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    dup2(pipe_fds[1], STDERR_FILENO);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  if (pid < 0) {
+    close(pipe_fds[0]);
+    ADD_FAILURE() << "fork: " << std::strerror(errno);
+    return result;
+  }
+  setpgid(pid, pid);  // also here, so the group exists before any kill below
+
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + limit;
+  bool reading = true;
+  while (reading && Clock::now() < deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    pollfd poll_fd{.fd = pipe_fds[0], .events = POLLIN, .revents = 0};
+    int ready = poll(&poll_fd, 1, static_cast<int>(left.count()) + 1);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    char buffer[4096];
+    ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
+    if (n > 0) {
+      result.output.append(buffer, n);
+    } else if (n == 0 || errno != EINTR) {
+      reading = false;
+    }
+  }
+  close(pipe_fds[0]);
+
+  // The script closes its output when it exits; give it until the deadline, then stop the group.
+  auto reaped = [&](Clock::time_point until) {
+    do {
+      if (waitpid(pid, &result.wait_status, WNOHANG) == pid) return true;
+      usleep(100'000);
+    } while (Clock::now() < until);
+    return false;
+  };
+  if (reaped(deadline)) return result;
+  result.timed_out = true;
+  kill(-pid, SIGTERM);
+  if (!reaped(Clock::now() + kStopGrace)) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, &result.wait_status, 0);
+  }
+  return result;
+}
+
+TEST(GuestTest, LinuxGuestWritesAndReadsThroughVhostUserFsExport) {
+  if (!ExecutableInPath("qemu-system-x86_64")) {
+    GTEST_SKIP() << "qemu-system-x86_64 is not installed (package qemu-system-x86)";
+  }
+  RunResult run = RunBounded({kScript, "--backend", "bexd", "--bexd", BEXD_BINARY, "--queues", "2",
+                              "--timeout", std::to_string(kGuestLimit.count())},
+                             kRunLimit);
+  ASSERT_FALSE(run.timed_out) << "run-guest-test.sh did not finish within " << kRunLimit.count()
+                              << " s:\n"
+                              << run.output;
+  ASSERT_TRUE(WIFEXITED(run.wait_status) && WEXITSTATUS(run.wait_status) == 0)
+      << "run-guest-test.sh failed (wait status " << run.wait_status << "):\n"
+      << run.output;
+  EXPECT_NE(run.output.find("guest test: PASS"), std::string::npos) << run.output;
+  std::cout << run.output;
+}
+
+}  // namespace
