@@ -1,0 +1,1 @@
+"""Benchmark harness for bexd's FUSE export (run through perf/run.sh)."""

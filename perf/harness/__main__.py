@@ -1,0 +1,321 @@
+"""perf/run.sh: builds what it needs, runs the fio matrix against every system in interleaved
+repetitions, and writes raw.tsv, summary.tsv, memory.tsv, summary.md, commands.md and PNG charts."""
+
+import argparse
+import datetime
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from harness import build, charts, fio, machine, matrix, report, systems
+
+QUICK_WORKLOADS = "randread-aio-j1,randwrite-aio-j1,randread-sync-j1,randwrite-sync-j1"
+# Seconds per cell beyond runtime + ramp (fio start-up and teardown), and per daemon start/stop.
+CELL_OVERHEAD_S = 0.5
+DAEMON_OVERHEAD_S = 1.5
+
+
+def parse_args(repo):
+    parser = argparse.ArgumentParser(
+        prog="perf/run.sh", description="Side-by-side FUSE export benchmark (see perf/README.md).")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"development loop: {QUICK_WORKLOADS}, queues 1,2, 1 repetition, "
+                             "2 s per cell (explicit options still win)")
+    parser.add_argument("--reps", type=int, help="repetitions of every cell (default 3)")
+    parser.add_argument("--runtime", type=float, help="measured seconds per cell (default 5)")
+    parser.add_argument("--ramp", type=float, help="unmeasured warm-up seconds per cell (default 1)")
+    parser.add_argument("--out", help="result directory (default perf/results/<date-time>, or "
+                                      "BUILD_DIR/quick/<date-time> in quick mode)")
+    parser.add_argument("--build-dir", default=os.path.join(repo, "build-perf"))
+    parser.add_argument("--systems", default=",".join(matrix.SYSTEMS),
+                        help="comma list of limit, qsd, native, bexd (default all)")
+    parser.add_argument("--drivers", default=",".join(matrix.DRIVERS), help="null,file")
+    parser.add_argument("--queues", help="queue counts for bexd and the limit responder "
+                                         "(default 1,2,4)")
+    parser.add_argument("--workloads", help="comma list of RW-ENGINE-jN (default: all 16)")
+    parser.add_argument("--size", type=int, default=1 << 30, help="export size in bytes")
+    parser.add_argument("--image", help="raw image for the file driver, created preallocated "
+                                        "(default BUILD_DIR/bench.img; must not be on tmpfs)")
+    parser.add_argument("--no-build", action="store_true", help="use the binaries as they are")
+    parser.add_argument("--bexd", help="bexd binary (default: built in BUILD_DIR)")
+    parser.add_argument("--limit-responder", help="limit_responder binary (default: built)")
+    parser.add_argument("--qsd", default="qemu-storage-daemon", help="qemu-storage-daemon binary")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the plan, time estimate and commands, run nothing")
+    args = parser.parse_args()
+
+    args.reps = args.reps or (1 if args.quick else 3)
+    args.runtime = args.runtime or (2 if args.quick else 5)
+    args.ramp = args.ramp if args.ramp is not None else (0.5 if args.quick else 1)
+    args.queues = args.queues or ("1,2" if args.quick else "1,2,4")
+    args.workloads = args.workloads or (QUICK_WORKLOADS if args.quick else None)
+    if args.reps < 1 or args.runtime < 1 or args.ramp < 0:
+        parser.error("--reps and --runtime must be at least 1, --ramp at least 0")
+    try:
+        args.system_list = _choices("--systems", args.systems, matrix.SYSTEMS)
+        args.driver_list = _choices("--drivers", args.drivers, matrix.DRIVERS)
+        args.queue_list = sorted({int(q) for q in args.queues.split(",")})
+        if not args.queue_list or args.queue_list[0] < 1:
+            raise ValueError("--queues must list counts of at least 1")
+        args.workload_list = (matrix.all_workloads() if args.workloads is None else
+                              [matrix.parse_workload(w) for w in args.workloads.split(",")])
+    except ValueError as error:
+        parser.error(str(error))
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H%M%S")
+    if args.out is None:
+        args.out = (os.path.join(args.build_dir, "quick", stamp) if args.quick else
+                    os.path.join(repo, "perf", "results", stamp))
+    args.image = args.image or os.path.join(args.build_dir, "bench.img")
+    return args
+
+
+def _choices(option, text, allowed):
+    chosen = [item for item in text.split(",") if item]
+    for item in chosen:
+        if item not in allowed:
+            raise ValueError(f"{option}: '{item}' is not one of {', '.join(allowed)}")
+    return chosen
+
+
+def find_binaries(args, repo):
+    """Builds what is needed and returns {system: binary}; drops systems that cannot run."""
+    binaries = {"qsd": shutil.which(args.qsd) or args.qsd}
+    wanted = {"bexd": args.bexd, "limit": args.limit_responder}
+    cmake_targets = {"bexd": "bexd", "limit": "limit_responder"}
+    to_build = [cmake_targets[s] for s, path in wanted.items()
+                if path is None and s in args.system_list]
+    if to_build and not args.no_build and not args.dry_run:
+        os.makedirs(args.out, exist_ok=True)
+        log = os.path.join(args.out, "build.log")
+        print(f"building {', '.join(to_build)} in {args.build_dir} (log: {log})", flush=True)
+        try:
+            build.build(repo, args.build_dir, to_build, log)
+        except build.BuildError as error:
+            print(f"warning: {error}", file=sys.stderr)
+    for system, path in wanted.items():
+        binaries[system] = path or build.target_path(args.build_dir, cmake_targets[system])
+    for system in ("bexd", "limit", "qsd"):
+        path = binaries[system]
+        if system in args.system_list and not (path and os.access(path, os.X_OK)):
+            print(f"warning: no usable {system} binary ({path or 'not built'}); "
+                  f"leaving {system} out of this run", file=sys.stderr)
+            args.system_list.remove(system)
+    return binaries
+
+
+def prepare_image(path, size):
+    """A fully written raw image: unwritten extents would turn reads into no-ops."""
+    if os.path.exists(path) and os.path.getsize(path) == size:
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    print(f"creating {path} ({size} bytes, preallocation=full)", flush=True)
+    subprocess.run(["qemu-img", "create", "-q", "-f", "raw", "-o", "preallocation=full", path,
+                    str(size)], check=True)
+
+
+def check_not_tmpfs(path):
+    fs_type = subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True,
+                             text=True).stdout.strip()
+    if fs_type in ("tmpfs", "ramfs"):
+        sys.exit(f"error: image {path} is on {fs_type}; the file driver needs a real disk")
+
+
+def prepare_mountpoint(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if systems.is_mounted(path):
+        print(f"warning: {path} was still mounted from an earlier run; unmounting it",
+              file=sys.stderr)
+        subprocess.run(["umount", "-l", path], check=False)
+    if not os.path.isfile(path):
+        open(path, "w").close()
+
+
+class Run:
+    """State of one harness run: the plan, the results so far, the output files."""
+
+    def __init__(self, args, repo, binaries):
+        self.args = args
+        self.repo = repo
+        self.binaries = binaries
+        self.mountpoint = os.path.join(args.build_dir, "bench", "export")
+        self.targets = matrix.targets(args.system_list, args.driver_list, args.queue_list)
+        self.workloads = args.workload_list
+        self.raw_rows = []
+        self.memory_rows = []
+        self.errors = []
+        self.settings = {
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "mode": "quick" if args.quick else "full",
+            "repetitions": args.reps,
+            "runtime per cell": f"{args.runtime:g} s (+{args.ramp:g} s ramp)",
+        }
+
+    def daemon_command(self, target):
+        return systems.daemon_command(target, self.binaries, self.args.image, self.mountpoint,
+                                      self.args.size)
+
+    def fio_command(self, target, workload):
+        filename = self.args.image if target.system == "native" else self.mountpoint
+        return fio.fio_command(workload, filename, self.args.runtime, self.args.ramp)
+
+    def estimate_s(self):
+        cells = len(self.targets) * len(self.workloads)
+        per_cell = self.args.runtime + self.args.ramp + CELL_OVERHEAD_S
+        return self.args.reps * (cells * per_cell + len(self.targets) * DAEMON_OVERHEAD_S)
+
+    def write_commands(self):
+        lines = ["# Commands of this run", ""]
+        for target in self.targets:
+            command = self.daemon_command(target)
+            lines += [f"## {target.name}", "", "```",
+                      " ".join(command) if command else "# no daemon: fio runs on the image"]
+            lines += [" ".join(self.fio_command(target, w)) for w in self.workloads]
+            lines += ["```", ""]
+        with open(os.path.join(self.args.out, "commands.md"), "w") as out:
+            out.write("\n".join(lines))
+
+    def run(self):
+        total = len(self.targets) * len(self.workloads) * self.args.reps
+        done = 0
+        started = time.monotonic()
+        for rep in range(1, self.args.reps + 1):
+            # Rotate the order each repetition so slow drift of the machine hits every system.
+            shift = (rep - 1) % len(self.targets)
+            for target in self.targets[shift:] + self.targets[:shift]:
+                done = self.run_target(rep, target, done, total, started)
+                self.write_outputs(final=False)
+
+    def run_target(self, rep, target, done, total, started):
+        command = self.daemon_command(target)
+        daemon = None
+        if command:
+            log_path = os.path.join(self.args.out, "logs", f"{target.name}.log")
+            daemon = systems.Daemon(command, self.mountpoint, self.args.size, log_path)
+            try:
+                daemon.start()
+            except systems.DaemonError as error:
+                self.error(f"rep {rep} {target.name}: {error}")
+                return done + len(self.workloads)
+        try:
+            if daemon:
+                time.sleep(0.5)
+                idle_rss, _ = systems.read_memory_kb(daemon.pid)
+            for workload in self.workloads:
+                done += 1
+                self.run_cell(rep, target, workload, daemon, command)
+                elapsed = time.monotonic() - started
+                eta = elapsed / done * (total - done)
+                row = self.raw_rows[-1] if self.raw_rows and self.raw_rows[-1]["rep"] == rep \
+                    and self.raw_rows[-1]["target"] == target.name \
+                    and self.raw_rows[-1]["workload"] == workload.name else None
+                result = f"{row['iops'] / 1000:8.1f}k IOPS" if row else "  failed"
+                print(f"[{done:4}/{total}] rep {rep} {target.name:14} {workload.name:17} {result}"
+                      f"   (eta {int(eta) // 60}:{int(eta) % 60:02})", flush=True)
+            if daemon:
+                after_rss, after_hwm = systems.read_memory_kb(daemon.pid)
+                self.memory_rows.append({"rep": rep, "target": target.name,
+                                         "idle_rss_kib": idle_rss, "after_rss_kib": after_rss,
+                                         "after_hwm_kib": after_hwm})
+        finally:
+            if daemon:
+                try:
+                    daemon.stop()
+                except systems.DaemonError as error:
+                    self.error(f"rep {rep} {target.name}: {error}")
+        return done
+
+    def run_cell(self, rep, target, workload, daemon, daemon_command):
+        command = self.fio_command(target, workload)
+        loadavg = machine.load_average()
+        cpu_before = systems.read_cpu_seconds(daemon.pid) if daemon else 0.0
+        wall_before = time.monotonic()
+        try:
+            result = fio.run_fio(command, self.args.runtime + self.args.ramp + 120)
+        except fio.FioError as error:
+            self.error(f"rep {rep} {target.name} {workload.name}: {error}")
+            return
+        row = {"rep": rep, "target": target.name, "system": target.system,
+               "driver": target.driver, "queues": target.queues, "workload": workload.name,
+               "rw": workload.rw, "engine": workload.engine, "numjobs": workload.numjobs,
+               **result, "daemon_cpu_pct": "", "daemon_cpu_us_per_io": "", "loadavg": loadavg,
+               "daemon_command": " ".join(daemon_command) if daemon_command else "",
+               "fio_command": " ".join(command)}
+        if daemon:
+            # fio's whole lifetime, ramp included; the daemon does little outside the cell.
+            cpu = systems.read_cpu_seconds(daemon.pid) - cpu_before
+            wall = time.monotonic() - wall_before
+            row["daemon_cpu_pct"] = cpu / wall * 100
+            if result["iops"] > 0:
+                row["daemon_cpu_us_per_io"] = cpu / wall / result["iops"] * 1e6
+        self.raw_rows.append(row)
+
+    def error(self, message):
+        self.errors.append(message)
+        print(f"error: {message}", file=sys.stderr, flush=True)
+
+    def write_outputs(self, final):
+        out = self.args.out
+        report.write_tsv(os.path.join(out, "raw.tsv"), report.RAW_COLUMNS, self.raw_rows)
+        report.write_tsv(os.path.join(out, "memory.tsv"),
+                         ["rep", "target", "idle_rss_kib", "after_rss_kib", "after_hwm_kib"],
+                         self.memory_rows)
+        if not final:
+            return None
+        summary = report.Summary(self.raw_rows, self.targets, self.workloads)
+        report.write_tsv(os.path.join(out, "summary.tsv"), report.SUMMARY_COLUMNS, summary.rows())
+        chart_files = []
+        try:
+            chart_files = charts.draw_all(summary, out)
+        except charts.ChartError as error:
+            self.error(str(error))
+        self.facts["load average at end"] = machine.load_average()
+        text = report.markdown(summary, self.facts, self.settings, self.memory_rows, chart_files)
+        if self.errors:
+            text += "\n## Errors\n\n" + "\n".join(f"- {e}" for e in self.errors) + "\n"
+        with open(os.path.join(out, "summary.md"), "w") as md:
+            md.write(text)
+        return summary
+
+
+def main():
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    args = parse_args(repo)
+    if shutil.which("fio") is None:
+        sys.exit("error: fio is not installed (apt-get install fio)")
+    binaries = find_binaries(args, repo)
+    run = Run(args, repo, binaries)
+    if not run.targets or not run.workloads:
+        sys.exit("error: nothing to measure (no usable system for the chosen drivers)")
+    estimate = run.estimate_s()
+    print(f"{len(run.targets)} targets × {len(run.workloads)} workloads × {args.reps} reps, "
+          f"about {int(estimate) // 60} min {int(estimate) % 60} s; results in {args.out}")
+    print("targets: " + ", ".join(t.name for t in run.targets), flush=True)
+    if args.dry_run:
+        for target in run.targets:
+            command = run.daemon_command(target)
+            print(" ".join(command) if command else f"{target.name}: fio on {args.image}")
+        print(" ".join(run.fio_command(run.targets[0], run.workloads[0])))
+        return 0
+    os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
+    if "file" in args.driver_list:
+        prepare_image(args.image, args.size)
+        check_not_tmpfs(args.image)
+    prepare_mountpoint(run.mountpoint)
+    run.facts = machine.describe(repo, binaries, args.image)
+    run.write_commands()
+    try:
+        run.run()
+    except KeyboardInterrupt:
+        run.error("interrupted; the results are partial")
+    run.write_outputs(final=True)
+    print(f"\nwrote {os.path.join(args.out, 'summary.md')}")
+    for description, verdict, failing in report.check_targets(
+            report.Summary(run.raw_rows, run.targets, run.workloads)):
+        print(f"  {verdict:12} {description}" + (f": {len(failing)} failing" if failing else ""))
+    return 1 if run.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""PNG charts of a summary, drawn with gnuplot (pngcairo)."""
+
+import math
+import os
+import shutil
+import subprocess
+
+
+class ChartError(Exception):
+    """gnuplot is missing or failed."""
+
+
+def _gnuplot(script_path, script):
+    with open(script_path, "w") as out:
+        out.write(script)
+    done = subprocess.run(["gnuplot", script_path], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise ChartError(f"gnuplot failed on {script_path}: {done.stderr.strip()[-1000:]}")
+
+
+def _kiops(summary, target_name, workload_name):
+    value = summary.median(target_name, workload_name)
+    return "-" if value is None else f"{value / 1000:.2f}"
+
+
+def iops_per_cell(summary, driver, out_dir):
+    """Clustered bars: kIOPS per workload, one bar per system. Returns the PNG name or None."""
+    targets = [t for t in summary.targets if t.driver == driver]
+    if not targets:
+        return None
+    data = os.path.join(out_dir, f"iops-{driver}.dat")
+    with open(data, "w") as out:
+        out.write("workload " + " ".join(t.name for t in targets) + "\n")
+        for workload in summary.workloads:
+            out.write(workload.name + " " +
+                      " ".join(_kiops(summary, t.name, workload.name) for t in targets) + "\n")
+    png = f"iops-{driver}.png"
+    width = max(900, 60 * len(summary.workloads) * max(1, len(targets)) // 3)
+    _gnuplot(os.path.join(out_dir, f"iops-{driver}.gp"), f"""
+set terminal pngcairo size {width},520 font ",10"
+set output "{os.path.join(out_dir, png)}"
+set title "{driver} driver: IOPS per cell (median)"
+set ylabel "kIOPS"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set datafile missing "-"
+set key outside right top
+set xtics rotate by -35
+set grid ytics
+set yrange [0:*]
+plot for [i=2:{len(targets) + 1}] "{data}" using i:xtic(1) title columnheader(i)
+""")
+    return png
+
+
+def iops_by_queues(summary, driver, out_dir):
+    """One panel per workload: bexd (and the limit responder) against the queue count, QSD as a
+    flat line. Returns the PNG name, or None when fewer than two queue counts were measured."""
+    queue_counts = sorted({t.queues for t in summary.targets
+                           if t.driver == driver and t.system in ("bexd", "limit")})
+    if len(queue_counts) < 2:
+        return None
+    data = os.path.join(out_dir, f"queues-{driver}.dat")
+    with open(data, "w") as out:
+        for workload in summary.workloads:
+            out.write(f"# {workload.name}\nqueues bexd limit qsd\n")
+            for q in queue_counts:
+                out.write(f"{q} {_kiops(summary, f'bexd-{driver}-q{q}', workload.name)} "
+                          f"{_kiops(summary, f'limit-q{q}', workload.name) if driver == 'null' else '-'} "
+                          f"{_kiops(summary, f'qsd-{driver}', workload.name)}\n")
+            out.write("\n\n")
+    columns = 4
+    rows = math.ceil(len(summary.workloads) / columns)
+    png = f"queues-{driver}.png"
+    panels = []
+    for index, workload in enumerate(summary.workloads):
+        panels.append(f"""set title "{workload.name}"
+plot "{data}" index {index} using 1:2 with linespoints lw 2 title "bexd", \\
+     "" index {index} using 1:3 with linespoints lw 2 dt 2 title "limit", \\
+     "" index {index} using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+""")
+    _gnuplot(os.path.join(out_dir, f"queues-{driver}.gp"), f"""
+set terminal pngcairo size {320 * columns},{260 * rows} font ",9"
+set output "{os.path.join(out_dir, png)}"
+set datafile missing "-"
+set key bottom right font ",7"
+set xlabel "queues"
+set ylabel "kIOPS"
+set xtics ({", ".join(str(q) for q in queue_counts)})
+set offsets 0.2, 0.2, 0, 0
+set yrange [0:*]
+set grid
+set multiplot layout {rows},{columns} title "{driver} driver: IOPS by queue count (median)"
+{"".join(panels)}
+unset multiplot
+""")
+    return png
+
+
+def draw_all(summary, out_dir):
+    """Draws every chart that has data; returns the PNG names (relative to out_dir)."""
+    if shutil.which("gnuplot") is None:
+        raise ChartError("gnuplot is not installed (apt-get install gnuplot-nox)")
+    charts = []
+    for driver in ("null", "file"):
+        for draw in (iops_per_cell, iops_by_queues):
+            png = draw(summary, driver, out_dir)
+            if png:
+                charts.append(png)
+    return charts

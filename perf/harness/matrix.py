@@ -1,0 +1,68 @@
+"""What gets measured: fio workloads (the cells) and the systems under test (the targets)."""
+
+from dataclasses import dataclass
+
+RW_KINDS = ("read", "write", "randread", "randwrite")
+ENGINES = ("aio", "sync")
+NUMJOBS = (1, 4)
+DRIVERS = ("null", "file")
+SYSTEMS = ("limit", "qsd", "native", "bexd")
+
+
+@dataclass(frozen=True)
+class Workload:
+    rw: str  # fio rw=
+    engine: str  # aio: libaio at QD16; sync: pvsync2 at QD1
+    numjobs: int
+
+    @property
+    def name(self):
+        return f"{self.rw}-{self.engine}-j{self.numjobs}"
+
+    @property
+    def is_write(self):
+        return "write" in self.rw
+
+
+@dataclass(frozen=True)
+class Target:
+    system: str  # one of SYSTEMS
+    driver: str  # null or file; the limit responder counts as null (it serves zeroes)
+    queues: int  # FUSE queues; 1 for systems without multi-queue FUSE
+
+    @property
+    def name(self):
+        if self.system == "limit":
+            return f"limit-q{self.queues}"
+        if self.system == "bexd":
+            return f"bexd-{self.driver}-q{self.queues}"
+        return f"{self.system}-{self.driver}"
+
+
+def all_workloads():
+    return [Workload(rw, engine, jobs) for engine in ENGINES for jobs in NUMJOBS for rw in RW_KINDS]
+
+
+def parse_workload(name):
+    """Inverse of Workload.name; raises ValueError naming what is wrong."""
+    parts = name.split("-")
+    if len(parts) != 3 or parts[0] not in RW_KINDS or parts[1] not in ENGINES:
+        raise ValueError(f"workload '{name}' is not RW-ENGINE-jN (e.g. randread-aio-j1)")
+    if not parts[2].startswith("j") or not parts[2][1:].isdigit() or int(parts[2][1:]) < 1:
+        raise ValueError(f"workload '{name}': numjobs part '{parts[2]}' is not jN with N >= 1")
+    return Workload(parts[0], parts[1], int(parts[2][1:]))
+
+
+def targets(systems, drivers, queue_counts):
+    """All targets for the chosen systems, drivers and queue counts, in a stable order."""
+    result = []
+    for driver in drivers:
+        if "limit" in systems and driver == "null":
+            result += [Target("limit", "null", q) for q in queue_counts]
+        if "qsd" in systems:
+            result.append(Target("qsd", driver, 1))
+        if "native" in systems and driver == "file":
+            result.append(Target("native", "file", 1))
+        if "bexd" in systems:
+            result += [Target("bexd", driver, q) for q in queue_counts]
+    return result

@@ -1,0 +1,254 @@
+"""Turning raw per-repetition results into medians, ratios, target checks, TSV and markdown."""
+
+import statistics
+
+RAW_COLUMNS = ["rep", "target", "system", "driver", "queues", "workload", "rw", "engine",
+               "numjobs", "iops", "bw_kib", "lat_mean_us", "lat_p99_us", "daemon_cpu_pct",
+               "daemon_cpu_us_per_io", "fio_usr_pct", "fio_sys_pct", "loadavg", "daemon_command",
+               "fio_command"]
+
+SUMMARY_COLUMNS = ["target", "system", "driver", "queues", "workload", "reps", "iops_median",
+                   "iops_min", "iops_max", "spread_pct", "lat_mean_us_median",
+                   "daemon_cpu_us_per_io_median", "vs_qsd", "vs_limit_same_queues", "vs_native"]
+
+
+def write_tsv(path, columns, rows):
+    with open(path, "w") as out:
+        out.write("\t".join(columns) + "\n")
+        for row in rows:
+            out.write("\t".join(_cell(row.get(column, "")) for column in columns) + "\n")
+
+
+def _cell(value):
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value).replace("\t", " ").replace("\n", " ")
+
+
+class Summary:
+    """Medians per (target, workload) and the ratios derived from them."""
+
+    def __init__(self, raw_rows, targets, workloads):
+        self.targets = targets
+        self.workloads = workloads
+        self.cells = {}
+        for target in targets:
+            for workload in workloads:
+                rows = [r for r in raw_rows
+                        if r["target"] == target.name and r["workload"] == workload.name]
+                if rows:
+                    self.cells[(target.name, workload.name)] = _summarize(rows)
+
+    def median(self, target_name, workload_name):
+        cell = self.cells.get((target_name, workload_name))
+        return cell["iops_median"] if cell else None
+
+    def ratio(self, target, workload, other_name):
+        mine = self.median(target.name, workload.name)
+        other = self.median(other_name, workload.name)
+        if mine is None or not other:
+            return None
+        return mine / other
+
+    def references(self, target):
+        """The targets a bexd target is compared with: (column label, target name)."""
+        refs = [("QSD", f"qsd-{target.driver}")]
+        if target.driver == "null":
+            refs.append(("limit", f"limit-q{target.queues}"))
+        else:
+            refs.append(("native", "native-file"))
+        return refs
+
+    def rows(self):
+        rows = []
+        for target in self.targets:
+            for workload in self.workloads:
+                cell = self.cells.get((target.name, workload.name))
+                if cell is None:
+                    continue
+                row = {"target": target.name, "system": target.system, "driver": target.driver,
+                       "queues": target.queues, "workload": workload.name, **cell}
+                if target.system == "bexd":
+                    row["vs_qsd"] = _fmt_ratio(self.ratio(target, workload, f"qsd-{target.driver}"))
+                    if target.driver == "null":
+                        row["vs_limit_same_queues"] = _fmt_ratio(
+                            self.ratio(target, workload, f"limit-q{target.queues}"))
+                    else:
+                        row["vs_native"] = _fmt_ratio(self.ratio(target, workload, "native-file"))
+                rows.append(row)
+        return rows
+
+
+def _summarize(rows):
+    iops = [r["iops"] for r in rows]
+    median = statistics.median(iops)
+    cpu = [r["daemon_cpu_us_per_io"] for r in rows if r.get("daemon_cpu_us_per_io") != ""]
+    return {
+        "reps": len(rows),
+        "iops_median": median,
+        "iops_min": min(iops),
+        "iops_max": max(iops),
+        "spread_pct": (max(iops) - min(iops)) / 2 / median * 100 if median else 0.0,
+        "lat_mean_us_median": statistics.median(r["lat_mean_us"] for r in rows),
+        "daemon_cpu_us_per_io_median": statistics.median(cpu) if cpu else "",
+    }
+
+
+def _fmt_ratio(value):
+    return "" if value is None else round(value, 3)
+
+
+def _kiops(cell):
+    if cell is None:
+        return "–"
+    return f"{cell['iops_median'] / 1000:.1f}k ±{cell['spread_pct']:.0f}%"
+
+
+# --- issue 5 targets ---------------------------------------------------------------------------
+
+def check_targets(summary):
+    """[(description, verdict, failing cells)] for the issue 5 goals, over the cells measured."""
+    bexd = [t for t in summary.targets if t.system == "bexd"]
+    checks = []
+
+    def check(description, targets, workload_filter, reference, minimum):
+        failing, compared = [], 0
+        for target in targets:
+            for workload in summary.workloads:
+                if not workload_filter(workload):
+                    continue
+                ratio = summary.ratio(target, workload, reference(target))
+                if ratio is None:
+                    continue
+                compared += 1
+                if ratio < minimum:
+                    failing.append(f"{target.name} {workload.name} ({ratio:.2f}×)")
+        verdict = "not measured" if compared == 0 else ("met" if not failing else "NOT met")
+        checks.append((f"{description} ({compared} cells)", verdict, failing))
+
+    null_targets = [t for t in bexd if t.driver == "null"]
+    file_targets = [t for t in bexd if t.driver == "file"]
+    check("null: every cell ≥ 90 % of the limit responder with the same queue count",
+          null_targets, lambda w: True, lambda t: f"limit-q{t.queues}", 0.9)
+    check("null: every aio cell ≥ 1.3× QSD", null_targets, lambda w: w.engine == "aio",
+          lambda t: "qsd-null", 1.3)
+    check("null: no cell below QSD", null_targets, lambda w: True, lambda t: "qsd-null", 1.0)
+    check("file: every aio cell ≥ 1.5× QSD", file_targets, lambda w: w.engine == "aio",
+          lambda t: "qsd-file", 1.5)
+    check("file: no sync cell below QSD", file_targets, lambda w: w.engine == "sync",
+          lambda t: "qsd-file", 1.0)
+
+    # More queues never lose at QD1: each multi-queue bexd target against its one-queue sibling.
+    failing, compared = [], 0
+    for target in bexd:
+        if target.queues == 1:
+            continue
+        for workload in summary.workloads:
+            if workload.engine != "sync":
+                continue
+            ratio = summary.ratio(target, workload, f"bexd-{target.driver}-q1")
+            if ratio is None:
+                continue
+            compared += 1
+            if ratio < 1.0:
+                one = summary.cells[(f"bexd-{target.driver}-q1", workload.name)]
+                within = ratio * one["iops_median"] >= one["iops_min"]
+                failing.append(f"{target.name} {workload.name} ({ratio:.2f}× of q1"
+                               f"{', within q1 spread' if within else ''})")
+    verdict = "not measured" if compared == 0 else ("met" if not failing else "NOT met")
+    checks.append((f"more queues never lose at QD1 (sync cells, q>1 vs q1; {compared} cells)",
+                   verdict, failing))
+    return checks
+
+
+# --- markdown ----------------------------------------------------------------------------------
+
+def markdown(summary, facts, settings, memory_rows, chart_files):
+    lines = [f"# bexd FUSE export benchmark, {settings['date']} ({settings['mode']} mode)", ""]
+    lines += ["| fact | value |", "|---|---|"]
+    lines += [f"| {key} | {value} |" for key, value in facts.items()]
+    lines += [f"| {key} | {value} |" for key, value in settings.items() if key not in ("date",)]
+    lines.append("")
+    lines.append("IOPS: median over repetitions, ± half the min–max range as % of the median. "
+                 "Ratios compare medians. bs=4k, direct=1; aio = libaio QD16, sync = pvsync2 QD1; "
+                 "jN = numjobs N (group_reporting, all jobs on the one file).")
+    lines.append("")
+    for driver in ("null", "file"):
+        lines += _driver_table(summary, driver)
+    lines += _cpu_table(summary)
+    lines += _memory_table(memory_rows)
+    lines += ["## Issue 5 targets", ""]
+    checks = check_targets(summary)
+    for description, verdict, failing in checks:
+        lines.append(f"- **{verdict}** — {description}")
+        for cell in failing:
+            lines.append(f"  - {cell}")
+    lines.append("")
+    if chart_files:
+        lines += ["## Charts", ""]
+        lines += [f"![{name}]({name})" for name in chart_files]
+        lines.append("")
+    lines += ["Exact daemon and fio command lines: `commands.md`; every repetition: `raw.tsv`.", ""]
+    return "\n".join(lines)
+
+
+def _driver_table(summary, driver):
+    targets = [t for t in summary.targets if t.driver == driver]
+    if not targets:
+        return []
+    bexd = [t for t in targets if t.system == "bexd"]
+    ratio_columns = []
+    for target in bexd:
+        for label, reference in summary.references(target):
+            if any(t.name == reference for t in summary.targets):
+                ratio_columns.append((f"q{target.queues}/{label}", target, reference))
+    header = ["workload"] + [t.name for t in targets] + [c[0] for c in ratio_columns]
+    lines = [f"## {driver} driver (IOPS)", "", "| " + " | ".join(header) + " |",
+             "|" + "---|" * len(header)]
+    for workload in summary.workloads:
+        cells = [_kiops(summary.cells.get((t.name, workload.name))) for t in targets]
+        for _, target, reference in ratio_columns:
+            ratio = summary.ratio(target, workload, reference)
+            cells.append("–" if ratio is None else f"{ratio:.2f}")
+        lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
+def _cpu_table(summary):
+    daemons = [t for t in summary.targets if t.system != "native"]
+    if not daemons:
+        return []
+    lines = ["## Daemon CPU time per request (µs, median)", "",
+             "User plus system time of all daemon threads during the cell, divided by the "
+             "requests completed; FUSE work the kernel does in fio's context is not included.", "",
+             "| workload | " + " | ".join(t.name for t in daemons) + " |",
+             "|" + "---|" * (len(daemons) + 1)]
+    for workload in summary.workloads:
+        cells = []
+        for target in daemons:
+            cell = summary.cells.get((target.name, workload.name))
+            value = cell["daemon_cpu_us_per_io_median"] if cell else ""
+            cells.append("–" if value == "" else f"{value:.1f}")
+        lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
+def _memory_table(memory_rows):
+    if not memory_rows:
+        return []
+    lines = ["## Resident memory (KiB, largest over repetitions)", "",
+             "idle: after the mount is ready, before any I/O; after: when all workloads of the pass "
+             "have run; peak: VmHWM at that point.", "",
+             "| target | idle VmRSS | after VmRSS | peak VmHWM |", "|---|---|---|---|"]
+    by_target = {}
+    for row in memory_rows:
+        agg = by_target.setdefault(row["target"], [0, 0, 0])
+        agg[0] = max(agg[0], row["idle_rss_kib"])
+        agg[1] = max(agg[1], row["after_rss_kib"])
+        agg[2] = max(agg[2], row["after_hwm_kib"])
+    for target, (idle, after, hwm) in by_target.items():
+        lines.append(f"| {target} | {idle} | {after} | {hwm} |")
+    lines.append("")
+    return lines

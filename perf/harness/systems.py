@@ -1,0 +1,200 @@
+"""Starting, watching and stopping the daemons under test (bexd, QSD, the limit responder)."""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+MOUNT_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 15.0
+
+
+class DaemonError(Exception):
+    """A daemon did not start, mount, or stop as expected."""
+
+
+def daemon_command(target, binaries, image, mountpoint, size):
+    """The command line that serves `target`, or None for native (fio on the image itself)."""
+    if target.system == "native":
+        return None
+    if target.system == "limit":
+        return [binaries["limit"], f"--mountpoint={mountpoint}", f"--size={size}",
+                f"--queues={target.queues}"]
+    if target.system == "bexd":
+        if target.driver == "null":
+            node = f"driver=null,node-name=n0,size={size},read-zeroes=on"
+        else:
+            node = f"driver=file,node-name=n0,filename={image},cache.direct=on,aio=native"
+        return [binaries["bexd"], "--blockdev", node, "--export",
+                f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable=on,"
+                f"num-queues={target.queues}"]
+    if target.system == "qsd":
+        # QSD 7.2 has one FUSE queue; it does accept an iothread for the export, which moves the
+        # request handling off the main loop.
+        if target.driver == "null":
+            node = f"driver=null-co,node-name=n0,size={size},read-zeroes=on"
+        else:
+            node = f"driver=file,node-name=n0,filename={image},cache.direct=on,aio=native"
+        return [binaries["qsd"], "--object", "iothread,id=io0", "--blockdev", node, "--export",
+                f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable=on,iothread=io0"]
+    raise ValueError(f"unknown system '{target.system}'")
+
+
+def _unescape_mountinfo(field):
+    # mountinfo escapes space, tab, newline and backslash as \ooo.
+    out, i = [], 0
+    while i < len(field):
+        code = field[i + 1:i + 4]
+        if field[i] == "\\" and len(code) == 3 and code.isdigit():
+            out.append(chr(int(code, 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def is_mounted(path):
+    with open("/proc/self/mountinfo") as mountinfo:
+        for line in mountinfo:
+            fields = line.split()
+            if len(fields) > 4 and _unescape_mountinfo(fields[4]) == path:
+                return True
+    return False
+
+
+def _stat_size(path, timeout):
+    """st_size of `path`, or None if stat did not return within `timeout` (a stuck FUSE server)."""
+    result = {}
+
+    def run():
+        try:
+            result["size"] = os.stat(path).st_size
+        except OSError as error:
+            result["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        return None
+    if "error" in result:
+        raise DaemonError(f"stat '{path}' failed: {result['error']}")
+    return result["size"]
+
+
+def read_memory_kb(pid):
+    """VmRSS and VmHWM of `pid` in KiB, from /proc/PID/status."""
+    values = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                values[key] = int(rest.split()[0])
+    return values.get("VmRSS", 0), values.get("VmHWM", 0)
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def read_cpu_seconds(pid):
+    """User plus system CPU time of all threads of `pid`, in seconds."""
+    with open(f"/proc/{pid}/stat") as stat:
+        text = stat.read()
+    # The command name is in parentheses and may contain spaces; fields follow the last ')'.
+    fields = text[text.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def _log_tail(path, lines=15):
+    try:
+        with open(path, errors="replace") as log:
+            return "".join(log.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class Daemon:
+    """One running daemon serving `mountpoint`; use as a context manager to always stop it."""
+
+    def __init__(self, command, mountpoint, size, log_path):
+        self.command = command
+        self.mountpoint = mountpoint
+        self.size = size
+        self.log_path = log_path
+        self.process = None
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    @property
+    def pid(self):
+        return self.process.pid
+
+    def start(self):
+        if is_mounted(self.mountpoint):
+            raise DaemonError(f"'{self.mountpoint}' is already mounted (a stale export?)")
+        with open(self.log_path, "ab") as log:
+            log.write(("$ " + " ".join(self.command) + "\n").encode())
+            log.flush()
+            self.process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + MOUNT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                status = self.process.returncode
+                self._kill()
+                raise DaemonError(f"'{self.command[0]}' exited with status {status} before "
+                                  f"mounting; log "
+                                  f"{self.log_path}:\n{_log_tail(self.log_path)}")
+            if is_mounted(self.mountpoint):
+                size = _stat_size(self.mountpoint, max(0.1, deadline - time.monotonic()))
+                if size is None:
+                    break
+                if size != self.size:
+                    self._kill()
+                    raise DaemonError(f"'{self.mountpoint}' has size {size}, expected {self.size}")
+                return
+            time.sleep(0.02)
+        self._kill()
+        raise DaemonError(f"'{self.command[0]}' did not mount '{self.mountpoint}' within "
+                          f"{MOUNT_TIMEOUT_S:.0f} s; log {self.log_path}:\n"
+                          f"{_log_tail(self.log_path)}")
+
+    def _kill(self):
+        """Ends a daemon that failed to start; its own error is the one worth reporting."""
+        process, self.process = self.process, None
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if is_mounted(self.mountpoint):
+            subprocess.run(["umount", "-l", self.mountpoint], check=False)
+
+    def stop(self):
+        """SIGTERM, then wait; SIGKILL and lazy unmount only if that fails (reported as error)."""
+        if self.process is None:
+            return
+        process, self.process = self.process, None
+        problems = []
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                problems.append(f"did not exit within {STOP_TIMEOUT_S:.0f} s of SIGTERM")
+        if process.returncode not in (0, -signal.SIGTERM):
+            problems.append(f"exited with status {process.returncode}")
+        if is_mounted(self.mountpoint):
+            subprocess.run(["umount", "-l", self.mountpoint], check=False)
+            problems.append("left its mount behind")
+        if problems:
+            raise DaemonError(f"'{self.command[0]}' " + "; ".join(problems) +
+                              f"; log {self.log_path}:\n{_log_tail(self.log_path)}")
