@@ -188,45 +188,50 @@ class Run:
                 self.write_outputs(final=False)
 
     def run_target(self, rep, target, done, total, started):
+        """Runs every workload against `target`; returns the new count of cells done."""
         command = self.daemon_command(target)
         daemon = None
         if command:
             log_path = os.path.join(self.args.out, "logs", f"{target.name}.log")
             daemon = systems.Daemon(command, self.mountpoint, self.args.size, log_path)
-            try:
-                daemon.start()
-            except systems.DaemonError as error:
-                self.error(f"rep {rep} {target.name}: {error}")
-                return done + len(self.workloads)
         try:
             if daemon:
+                daemon.start()
                 time.sleep(0.5)
                 idle_rss, _ = systems.read_memory_kb(daemon.pid)
             for workload in self.workloads:
                 done += 1
-                self.run_cell(rep, target, workload, daemon, command)
+                row = self.run_cell(rep, target, workload, daemon, command)
                 elapsed = time.monotonic() - started
-                eta = elapsed / done * (total - done)
-                row = self.raw_rows[-1] if self.raw_rows and self.raw_rows[-1]["rep"] == rep \
-                    and self.raw_rows[-1]["target"] == target.name \
-                    and self.raw_rows[-1]["workload"] == workload.name else None
+                eta = int(elapsed / done * (total - done))
                 result = f"{row['iops'] / 1000:8.1f}k IOPS" if row else "  failed"
                 print(f"[{done:4}/{total}] rep {rep} {target.name:14} {workload.name:17} {result}"
-                      f"   (eta {int(eta) // 60}:{int(eta) % 60:02})", flush=True)
+                      f"   (eta {eta // 60}:{eta % 60:02})", flush=True)
             if daemon:
                 after_rss, after_hwm = systems.read_memory_kb(daemon.pid)
                 self.memory_rows.append({"rep": rep, "target": target.name,
                                          "idle_rss_kib": idle_rss, "after_rss_kib": after_rss,
                                          "after_hwm_kib": after_hwm})
+        except systems.DaemonError as error:
+            self.error(f"rep {rep} {target.name}: {error}")
         finally:
             if daemon:
                 try:
                     daemon.stop()
                 except systems.DaemonError as error:
                     self.error(f"rep {rep} {target.name}: {error}")
-        return done
+        # Cells skipped after a daemon failure still count toward the progress total.
+        return max(done, self.cells_before(rep, target))
+
+    def cells_before(self, rep, target):
+        """Cells done once `target` of repetition `rep` is over, for the progress count."""
+        position = self.targets.index(target)
+        shift = (rep - 1) % len(self.targets)
+        order = (position - shift) % len(self.targets)
+        return ((rep - 1) * len(self.targets) + order + 1) * len(self.workloads)
 
     def run_cell(self, rep, target, workload, daemon, daemon_command):
+        """Runs one fio cell; returns its raw row, or None (error recorded) if fio failed."""
         command = self.fio_command(target, workload)
         loadavg = machine.load_average()
         cpu_before = systems.read_cpu_seconds(daemon.pid) if daemon else 0.0
@@ -235,7 +240,7 @@ class Run:
             result = fio.run_fio(command, self.args.runtime + self.args.ramp + 120)
         except fio.FioError as error:
             self.error(f"rep {rep} {target.name} {workload.name}: {error}")
-            return
+            return None
         row = {"rep": rep, "target": target.name, "system": target.system,
                "driver": target.driver, "queues": target.queues, "workload": workload.name,
                "rw": workload.rw, "engine": workload.engine, "numjobs": workload.numjobs,
@@ -250,6 +255,7 @@ class Run:
             if result["iops"] > 0:
                 row["daemon_cpu_us_per_io"] = cpu / wall / result["iops"] * 1e6
         self.raw_rows.append(row)
+        return row
 
     def error(self, message):
         self.errors.append(message)

@@ -23,9 +23,13 @@ def _kiops(summary, target_name, workload_name):
     return "-" if value is None else f"{value / 1000:.2f}"
 
 
+def _has_data(summary, target):
+    return any(summary.median(target.name, w.name) is not None for w in summary.workloads)
+
+
 def iops_per_cell(summary, driver, out_dir):
     """Clustered bars: kIOPS per workload, one bar per system. Returns the PNG name or None."""
-    targets = [t for t in summary.targets if t.driver == driver]
+    targets = [t for t in summary.targets if t.driver == driver and _has_data(summary, t)]
     if not targets:
         return None
     data = os.path.join(out_dir, f"iops-{driver}.dat")
@@ -57,8 +61,8 @@ plot for [i=2:{len(targets) + 1}] "{data}" using i:xtic(1) title columnheader(i)
 def iops_by_queues(summary, driver, out_dir):
     """One panel per workload: bexd (and the limit responder) against the queue count, QSD as a
     flat line. Returns the PNG name, or None when fewer than two queue counts were measured."""
-    queue_counts = sorted({t.queues for t in summary.targets
-                           if t.driver == driver and t.system in ("bexd", "limit")})
+    queue_counts = sorted({t.queues for t in summary.targets if t.driver == driver and
+                           t.system in ("bexd", "limit") and _has_data(summary, t)})
     if len(queue_counts) < 2:
         return None
     data = os.path.join(out_dir, f"queues-{driver}.dat")

@@ -87,12 +87,17 @@ def _stat_size(path, timeout):
 def read_memory_kb(pid):
     """VmRSS and VmHWM of `pid` in KiB, from /proc/PID/status."""
     values = {}
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            key, _, rest = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                values[key] = int(rest.split()[0])
-    return values.get("VmRSS", 0), values.get("VmHWM", 0)
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                key, _, rest = line.partition(":")
+                if key in ("VmRSS", "VmHWM"):
+                    values[key] = int(rest.split()[0])
+    except OSError as error:
+        raise DaemonError(f"cannot read the memory use of process {pid}: {error}") from None
+    if "VmRSS" not in values:
+        raise DaemonError(f"process {pid} has exited (no VmRSS)")
+    return values["VmRSS"], values.get("VmHWM", 0)
 
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -100,8 +105,11 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 def read_cpu_seconds(pid):
     """User plus system CPU time of all threads of `pid`, in seconds."""
-    with open(f"/proc/{pid}/stat") as stat:
-        text = stat.read()
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            text = stat.read()
+    except OSError as error:
+        raise DaemonError(f"cannot read the CPU time of process {pid}: {error}") from None
     # The command name is in parentheses and may contain spaces; fields follow the last ')'.
     fields = text[text.rindex(")") + 2:].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
