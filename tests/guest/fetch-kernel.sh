@@ -31,19 +31,21 @@ newest_cached() {
   [[ -n $newest ]] && echo "$newest"
 }
 
-# The meta package's dependency names the versioned kernel package, e.g.
-# "Depends: linux-image-6.1.0-57-amd64 (= 6.1.192-3)".
+# The meta package's dependency names the versioned kernel package and pins its version, e.g.
+# "Depends: linux-image-6.1.0-57-amd64 (= 6.1.192-3)". Each apt-cache call costs about a second
+# where apt keeps no binary cache, hence one call when the version is pinned.
 resolve_package() {
-  local show
-  show=$(apt-cache show --no-all-versions linux-image-amd64 2>/dev/null) || return 1
-  local depends version
-  depends=$(sed -n 's/^Depends: //p' <<<"$show" | tr ',' '\n' |
-    sed -n 's/^ *\(linux-image-[0-9][^ ]*\).*/\1/p' | head -n1)
-  [[ -n $depends ]] || return 1
-  version=$(apt-cache show --no-all-versions "$depends" 2>/dev/null | sed -n 's/^Version: //p' |
-    head -n1)
-  [[ -n $version ]] || return 1
-  echo "$depends" "$version"
+  local dependency package version
+  dependency=$(apt-cache show --no-all-versions linux-image-amd64 2>/dev/null |
+    sed -n 's/^Depends: //p' | tr ',' '\n' | grep -m1 '^ *linux-image-[0-9]') || return 1
+  read -r package version <<<"$(sed -n 's/^ *\([^ ]*\)\( *(= *\([^)]*\))\)\?.*/\1 \3/p' \
+    <<<"$dependency")"
+  if [[ -z $version ]]; then
+    version=$(apt-cache show --no-all-versions "$package" 2>/dev/null |
+      sed -n 's/^Version: //p' | head -n1)
+  fi
+  [[ -n $package && -n $version ]] || return 1
+  echo "$package" "$version"
 }
 
 if ! read -r package version < <(resolve_package); then
@@ -76,11 +78,13 @@ trap 'rm -rf "$staging"' EXIT
 echo "fetch-kernel: downloading $package $version" >&2
 (cd "$staging" && apt-get download -q "$package=$version" >&2) ||
   die "apt-get download $package=$version failed"
-deb=$(ls "$staging"/*.deb)
+debs=("$staging"/*.deb)
+deb=${debs[0]}
 dpkg-deb -x "$deb" "$staging/root" || die "dpkg-deb -x $deb failed"
 
-vmlinuz=$(ls "$staging"/root/boot/vmlinuz-* 2>/dev/null | head -n1)
-[[ -n $vmlinuz ]] || die "$deb holds no boot/vmlinuz-*"
+kernels=("$staging"/root/boot/vmlinuz-*)
+vmlinuz=${kernels[0]}
+[[ -f $vmlinuz ]] || die "$deb holds no boot/vmlinuz-*"
 release=${vmlinuz##*/vmlinuz-}
 [[ -d $staging/root/lib/modules/$release ]] || die "$deb holds no lib/modules/$release"
 

@@ -13,6 +13,7 @@
 
 PATH=/bin
 export PATH
+/bin/busybox --install -s /bin
 
 power_off() {
   sync
@@ -37,7 +38,7 @@ param() {
 
 # sha256 of COUNT MiB of FILE starting SKIP MiB in, read with the extra dd flags given.
 region_sha256() {
-  dd if="$1" bs=64k skip=$(($2 * 16)) count=$(($3 * 16)) $4 2>/dev/null | sha256sum |
+  dd if="$1" bs=64k skip=$(($2 * 16)) count=$(($3 * 16)) ${4:+"$4"} 2>/dev/null | sha256sum |
     cut -d' ' -f1
 }
 
@@ -51,15 +52,20 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 exec </dev/console >/dev/console 2>&1
 
-for module in $(cat /lib/modules/order); do
+while read -r module; do
   insmod "/lib/modules/$module.ko" || fail "insmod $module"
-done
+done </lib/modules/order
 
-for name in tag file size pattern_mib pattern_sha256 copy_mib direct_mib; do
-  value=$(param $name)
-  [ -n "$value" ] || fail "the kernel command line lacks bexd.$name"
-  eval "$name=\$value"
-done
+require() {
+  [ -n "$2" ] || fail "the kernel command line lacks bexd.$1"
+}
+tag=$(param tag) && require tag "$tag"
+file=$(param file) && require file "$file"
+size=$(param size) && require size "$size"
+pattern_mib=$(param pattern_mib) && require pattern_mib "$pattern_mib"
+pattern_sha256=$(param pattern_sha256) && require pattern_sha256 "$pattern_sha256"
+copy_mib=$(param copy_mib) && require copy_mib "$copy_mib"
+direct_mib=$(param direct_mib) && require direct_mib "$direct_mib"
 
 mount -t virtiofs "$tag" /mnt || fail "mount -t virtiofs $tag"
 step "mounted $tag after $(cut -d' ' -f1 /proc/uptime) s"

@@ -147,8 +147,8 @@ done
 # TCG, and virtio then occasionally loses a completion interrupt. Parallel mode needs maxcpus > 1.
 qemu_command=(
   "$qemu" -nodefaults -no-user-config -display none -no-reboot
-  -machine pc -accel tcg,thread=multi -smp 1,maxcpus=2 -m 512M
-  -object memory-backend-memfd,id=mem,size=512M,share=on -numa node,memdev=mem
+  -machine pc -accel "tcg,thread=multi" -smp "1,maxcpus=2" -m 512M
+  -object "memory-backend-memfd,id=mem,size=512M,share=on" -numa "node,memdev=mem"
   -chardev "socket,id=c0,path=$socket"
   -device "vhost-user-fs-pci,chardev=c0,tag=images,num-request-queues=$queues"
   -kernel "$kernel_image" -initrd "$work/initramfs.cpio"
@@ -170,12 +170,21 @@ guest_failed() {
   backend_failed "$*"
 }
 
-# QEMU 7.2's vhost-user-fs does not reconnect: if the backend dies, the guest waits forever.
+# QEMU 7.2's vhost-user-fs does not reconnect: if the backend dies, the guest waits forever. A
+# backend may end right after the guest powers off and disconnects (virtiofsd does), so QEMU gets
+# a moment to exit by itself before it counts as stuck.
 deadline=$((SECONDS + timeout))
 while kill -0 "$qemu_pid" 2>/dev/null; do
   if ! kill -0 "$backend_pid" 2>/dev/null; then
-    kill -KILL "$qemu_pid" 2>/dev/null || true
-    guest_failed "$backend died while the guest ran"
+    grace=$((SECONDS + 5))
+    while kill -0 "$qemu_pid" 2>/dev/null && ((SECONDS < grace)); do
+      sleep 0.1
+    done
+    if kill -0 "$qemu_pid" 2>/dev/null; then
+      kill -KILL "$qemu_pid" 2>/dev/null || true
+      guest_failed "$backend died while the guest ran"
+    fi
+    break
   fi
   if ((SECONDS >= deadline)); then
     kill -KILL "$qemu_pid" 2>/dev/null || true
