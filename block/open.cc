@@ -1,10 +1,9 @@
 #include "block/open.h"
 
-#include <fmt/format.h>
-
 #include <type_traits>
 #include <variant>
 
+#include "block/file_node.h"
 #include "block/null_node.h"
 
 namespace bexd::block {
@@ -19,8 +18,9 @@ absl::StatusOr<std::shared_ptr<BlockNode>> OpenBlockNode(const BlockdevOptions& 
         if constexpr (std::is_same_v<Driver, NullOptions>) {
           return OpenNullNode(options.node_name, driver, options.read_only);
         } else {
-          return absl::UnimplementedError(
-              fmt::format("node '{}': the file driver is not built yet", options.node_name));
+          auto node = FileNode::Open(options.node_name, driver, options.read_only);
+          if (!node.ok()) return node.status();
+          return std::shared_ptr<BlockNode>(std::move(*node));
         }
       },
       options.driver);

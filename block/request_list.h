@@ -32,6 +32,8 @@ class RequestList {
  public:
   bool empty() const { return head_ == nullptr; }
   IoRequest* front() const { return head_; }
+  // The request after `request` in whatever list holds it, or nullptr.
+  static IoRequest* Next(IoRequest* request) { return Link(request)->next; }
 
   void PushBack(IoRequest* request) {
     Link(request)->next = nullptr;

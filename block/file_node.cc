@@ -1,0 +1,197 @@
+#include "block/file_node.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <libaio.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "block/file_lock.h"
+#include "block/file_queue.h"
+#include "util/log.h"
+
+namespace bexd::block {
+namespace {
+
+// The DIO alignment when neither statx nor the device tells: valid on every filesystem whose
+// block size is at most a page.
+constexpr uint32_t kFallbackDirectAlign = 4096;
+
+bool IsPowerOfTwo(uint32_t value) { return value != 0 && (value & (value - 1)) == 0; }
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<FileNode>> FileNode::Open(std::string node_name,
+                                                         const FileOptions& options,
+                                                         bool read_only) {
+  if (options.filename.empty()) {
+    return absl::InvalidArgumentError(
+        fmt::format("node '{}': the file driver needs a filename", node_name));
+  }
+  std::shared_ptr<FileNode> node(new FileNode(std::move(node_name), options, read_only));
+  absl::Status status = node->Init();
+  if (!status.ok()) return status;
+  return node;
+}
+
+FileNode::~FileNode() {
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::Status FileNode::Init() {
+  const std::string& filename = options_.filename;
+  int flags = (read_only_ ? O_RDONLY : O_RDWR) | O_CLOEXEC | (direct() ? O_DIRECT : 0);
+  fd_ = open(filename.c_str(), flags);
+  if (fd_ < 0) {
+    int error = errno;
+    std::string message = fmt::format("node '{}': cannot open '{}'", node_name(), filename);
+    if (error == EINVAL && direct()) {
+      message += " (its filesystem may not support O_DIRECT; try cache.direct=off)";
+    }
+    return absl::ErrnoToStatus(error, message);
+  }
+  struct stat st;
+  if (fstat(fd_, &st) != 0) {
+    return absl::ErrnoToStatus(errno,
+                               fmt::format("node '{}': cannot stat '{}'", node_name(), filename));
+  }
+  if (S_ISBLK(st.st_mode)) {
+    is_block_device_ = true;
+    uint64_t bytes = 0;
+    if (ioctl(fd_, BLKGETSIZE64, &bytes) != 0) {
+      return absl::ErrnoToStatus(
+          errno, fmt::format("node '{}': cannot read the size of '{}'", node_name(), filename));
+    }
+    size_.store(bytes);
+    int sector = 0;
+    if (ioctl(fd_, BLKSSZGET, &sector) != 0 || sector <= 0) {
+      return absl::ErrnoToStatus(
+          errno,
+          fmt::format("node '{}': cannot read the sector size of '{}'", node_name(), filename));
+    }
+    logical_block_size_ = static_cast<uint32_t>(sector);
+  } else if (S_ISREG(st.st_mode)) {
+    size_.store(static_cast<uint64_t>(st.st_size));
+  } else {
+    return absl::InvalidArgumentError(
+        fmt::format("node '{}': '{}' is {}, not a regular file or block device", node_name(),
+                    filename, S_ISDIR(st.st_mode) ? "a directory" : "a special file"));
+  }
+  absl::Status status = LockImage(fd_, node_name(), filename, !read_only_, options_.locking);
+  if (!status.ok()) return status;
+  if (direct()) {
+    status = DetectAlignment();
+    if (!status.ok()) return status;
+  }
+  if (options_.aio == AioMode::kNative && !read_only_ && !options_.cache_no_flush) {
+    ProbeAioFdsync();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FileNode::DetectAlignment() {
+  struct statx sx = {};
+  if (statx(fd_, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
+    if (sx.stx_dio_offset_align == 0) {
+      return absl::InvalidArgumentError(
+          fmt::format("node '{}': '{}' does not support O_DIRECT; use cache.direct=off",
+                      node_name(), options_.filename));
+    }
+    offset_align_ = sx.stx_dio_offset_align;
+    memory_align_ = sx.stx_dio_mem_align;
+  } else if (is_block_device_) {
+    offset_align_ = memory_align_ = logical_block_size_;
+  } else {
+    offset_align_ = memory_align_ = kFallbackDirectAlign;
+  }
+  if (!IsPowerOfTwo(offset_align_) || !IsPowerOfTwo(memory_align_)) {
+    return absl::InternalError(fmt::format(
+        "node '{}': '{}' reports a direct I/O alignment that is not a power of two ({}, {})",
+        node_name(), options_.filename, offset_align_, memory_align_));
+  }
+  return absl::OkStatus();
+}
+
+// Kernels and filesystems without asynchronous fdatasync reject the iocb with EINVAL; flushes then
+// run on a worker thread.
+void FileNode::ProbeAioFdsync() {
+  io_context_t context = nullptr;
+  if (io_setup(1, &context) != 0) return;
+  struct iocb iocb;
+  struct iocb* iocbs[1] = {&iocb};
+  io_prep_fdsync(&iocb, fd_);
+  if (io_submit(context, 1, iocbs) == 1) {
+    struct io_event event;
+    struct timespec timeout = {30, 0};
+    if (io_getevents(context, 1, 1, &event, &timeout) == 1) {
+      aio_fdsync_ = static_cast<long>(event.res) != -EINVAL;
+    }
+  }
+  io_destroy(context);
+  log::Debug("node '{}': asynchronous fdatasync {}", node_name(),
+             aio_fdsync_ ? "supported" : "not supported");
+}
+
+uint32_t FileNode::request_alignment() const {
+  return offset_align_ > memory_align_ ? offset_align_ : memory_align_;
+}
+
+bool FileNode::IsAligned(uint64_t offset, uint64_t length, const struct iovec* iov,
+                         int iovcnt) const {
+  if (!direct()) return true;
+  uint64_t offset_mask = offset_align_ - 1;
+  uintptr_t memory_mask = memory_align_ - 1;
+  if (((offset | length) & offset_mask) != 0) return false;
+  for (int i = 0; i < iovcnt; ++i) {
+    if ((reinterpret_cast<uintptr_t>(iov[i].iov_base) & memory_mask) != 0) return false;
+    if ((iov[i].iov_len & offset_mask) != 0) return false;
+  }
+  return true;
+}
+
+absl::Status FileNode::Truncate(uint64_t new_size) {
+  if (read_only_) {
+    return absl::FailedPreconditionError(fmt::format(
+        "node '{}': cannot resize '{}': the node is read-only", node_name(), options_.filename));
+  }
+  if (is_block_device_) {
+    return absl::InvalidArgumentError(fmt::format(
+        "node '{}': cannot resize '{}': it is a block device", node_name(), options_.filename));
+  }
+  if (new_size > static_cast<uint64_t>(INT64_MAX)) {
+    return absl::InvalidArgumentError(
+        fmt::format("node '{}': size {} is too large", node_name(), new_size));
+  }
+  // Keeps partial-block writes near the end from re-extending or cutting the file meanwhile.
+  uint64_t old_size = size();
+  uint64_t from = (old_size < new_size ? old_size : new_size) & ~uint64_t{offset_align_ - 1};
+  RangeGuard guard(rmw_lock_, from, UINT64_MAX);
+  if (ftruncate(fd_, static_cast<off_t>(new_size)) != 0) {
+    return absl::ErrnoToStatus(errno, fmt::format("node '{}': cannot resize '{}' to {} bytes",
+                                                  node_name(), options_.filename, new_size));
+  }
+  size_.store(new_size, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<IoQueue>> FileNode::CreateQueue() {
+  auto queue = FileQueue::Create(shared_from_this());
+  if (!queue.ok()) {
+    return absl::Status(queue.status().code(), fmt::format("node '{}': {}", node_name(),
+                                                           std::string(queue.status().message())));
+  }
+  return std::unique_ptr<IoQueue>(std::move(*queue));
+}
+
+std::string FileNode::description() const {
+  return fmt::format("file '{}' ({}, aio={}, cache.direct={}{})", options_.filename,
+                     read_only_ ? "read-only" : "writable",
+                     options_.aio == AioMode::kNative ? "native" : "threads",
+                     direct() ? "on" : "off", options_.cache_no_flush ? ", cache.no-flush=on" : "");
+}
+
+}  // namespace bexd::block

@@ -1,0 +1,71 @@
+// The `file` driver's node: one open regular file or block device, shared by every queue thread.
+// Queues (file_queue.h) send aligned reads, writes and flushes through libaio (aio=native) and
+// everything else, or everything with aio=threads, to a per-queue worker pool (file_worker.h).
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "block/block_node.h"
+#include "block/options.h"
+#include "block/range_lock.h"
+
+namespace bexd::block {
+
+class FileNode final : public BlockNode, public std::enable_shared_from_this<FileNode> {
+ public:
+  static absl::StatusOr<std::shared_ptr<FileNode>> Open(std::string node_name,
+                                                        const FileOptions& options, bool read_only);
+  ~FileNode() override;
+
+  std::string driver_name() const override { return "file"; }
+  uint64_t size() const override { return size_.load(std::memory_order_acquire); }
+  bool read_only() const override { return read_only_; }
+  uint32_t request_alignment() const override;
+  absl::Status Truncate(uint64_t new_size) override;
+  absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override;
+  std::string description() const override;
+
+  int fd() const { return fd_; }
+  const FileOptions& options() const { return options_; }
+  bool direct() const { return options_.cache_direct; }
+  bool is_block_device() const { return is_block_device_; }
+  // O_DIRECT constraints: file offsets and lengths are multiples of offset_align, buffer
+  // addresses of memory_align (both 1 without O_DIRECT).
+  uint32_t offset_align() const { return offset_align_; }
+  uint32_t memory_align() const { return memory_align_; }
+  // A block device's logical block size (the granularity of BLKDISCARD); 1 for files.
+  uint32_t logical_block_size() const { return logical_block_size_; }
+  // Whether libaio accepts IOCB_CMD_FDSYNC for this file.
+  bool aio_fdsync() const { return aio_fdsync_; }
+  // Serializes read-modify-write of partial blocks, and resizing, under O_DIRECT.
+  RangeLock& rmw_lock() { return rmw_lock_; }
+
+  // Whether a read or write of the iovec at `offset` can go to the kernel without a bounce
+  // buffer.
+  bool IsAligned(uint64_t offset, uint64_t length, const struct iovec* iov, int iovcnt) const;
+
+ private:
+  FileNode(std::string node_name, const FileOptions& options, bool read_only)
+      : BlockNode(std::move(node_name)), options_(options), read_only_(read_only) {}
+  absl::Status Init();
+  absl::Status DetectAlignment();
+  void ProbeAioFdsync();
+
+  const FileOptions options_;
+  const bool read_only_;
+  int fd_ = -1;
+  bool is_block_device_ = false;
+  std::atomic<uint64_t> size_{0};
+  uint32_t offset_align_ = 1;
+  uint32_t memory_align_ = 1;
+  uint32_t logical_block_size_ = 1;
+  bool aio_fdsync_ = false;
+  RangeLock rmw_lock_;
+};
+
+}  // namespace bexd::block

@@ -1,0 +1,64 @@
+// One queue thread's I/O context on a FileNode. With aio=native, aligned reads and writes (and
+// fdatasync where the kernel supports IOCB_CMD_FDSYNC) go to this queue's own libaio context,
+// batched into one io_submit per Poll(); the rest runs on a one-thread worker pool. With
+// aio=threads every request runs on a pool of kThreadsPerQueue workers. libaio and the workers
+// signal the same eventfd, which is event_fd().
+#pragma once
+
+#include <absl/status/statusor.h>
+#include <libaio.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "block/block_node.h"
+#include "block/file_node.h"
+#include "block/request_list.h"
+#include "block/worker_pool.h"
+
+namespace bexd::block {
+
+class FileQueue final : public IoQueue {
+ public:
+  // Requests in the kernel at once per queue; more wait in the queue for the next Poll().
+  static constexpr uint32_t kAioDepth = 256;
+  static constexpr int kThreadsPerQueue = 4;
+  static constexpr int kHelperThreadsForNative = 1;
+
+  static absl::StatusOr<std::unique_ptr<FileQueue>> Create(std::shared_ptr<FileNode> node);
+  // Waits for requests in the kernel and on workers; their callbacks never run.
+  ~FileQueue() override;
+
+  void Submit(IoRequest* request) override;
+  void Poll() override;
+  int event_fd() const override { return event_fd_; }
+  uint32_t in_flight() const override { return in_flight_; }
+
+ private:
+  FileQueue(std::shared_ptr<FileNode> node, int event_fd)
+      : node_(std::move(node)), event_fd_(event_fd) {}
+
+  void CompleteLater(IoRequest* request, int64_t result);
+  void ToWorkers(IoRequest* request);
+  bool PrepareAio(IoRequest* request);
+  void SubmitAio();
+  void ReapAio(RequestList* finished);
+  void DispatchJobs();
+
+  std::shared_ptr<FileNode> node_;
+  const int event_fd_;
+  io_context_t aio_ = nullptr;  // aio=native only
+  std::unique_ptr<WorkerPool> workers_;
+
+  RequestList aio_waiting_;  // prepared iocbs not yet given to io_submit
+  RequestList jobs_;         // for the workers at the next Poll()
+  RequestList local_;        // completed without I/O; callbacks run at the next Poll()
+  uint32_t jobs_count_ = 0;
+  uint32_t in_kernel_ = 0;
+  uint32_t in_workers_ = 0;
+  uint32_t in_flight_ = 0;
+  struct iocb* batch_[kAioDepth];
+  struct io_event events_[kAioDepth];
+};
+
+}  // namespace bexd::block

@@ -1,0 +1,44 @@
+// Test helpers for the file driver: a scratch directory on a filesystem that supports O_DIRECT,
+// opening nodes, and reading an image behind the driver's back.
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "block/block_node.h"
+#include "block/options.h"
+
+namespace bexd::block::testing {
+
+// A fresh directory removed with its contents on destruction. Placed under /var/tmp unless that
+// is tmpfs (no O_DIRECT before Linux 6.6), then under the working directory.
+class ScratchDir {
+ public:
+  ScratchDir();
+  ~ScratchDir();
+  const std::string& path() const { return path_; }
+  // Creates (or truncates) a file of `size` bytes and returns its path.
+  std::string CreateFile(const std::string& name, uint64_t size) const;
+
+ private:
+  std::string path_;
+};
+
+absl::StatusOr<std::shared_ptr<BlockNode>> OpenFile(const FileOptions& options,
+                                                    bool read_only = false,
+                                                    const std::string& node_name = "disk0");
+std::unique_ptr<IoQueue> MakeQueue(BlockNode& node);
+
+// The bytes of a file, read with a plain descriptor.
+std::vector<unsigned char> ReadFile(const std::string& path, uint64_t offset, uint64_t length);
+void WriteFile(const std::string& path, const std::vector<unsigned char>& data, uint64_t offset);
+uint64_t FileSize(const std::string& path);
+
+// Runs a command through /bin/sh; its exit status.
+int Shell(const std::string& command);
+
+}  // namespace bexd::block::testing

@@ -1,0 +1,231 @@
+// Reads and writes through the file driver in every aio/cache.direct combination, checked
+// against the file's bytes as a plain descriptor sees them.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/block/file_fixture.h"
+#include "tests/block/queue_runner.h"
+
+namespace bexd::block {
+namespace {
+
+using testing::Outcome;
+using testing::Pattern;
+using testing::Prepare;
+using testing::ReadAt;
+using testing::RunOne;
+using testing::WaitIdle;
+using testing::WriteAt;
+
+// Page-aligned memory; offsets into it make deliberately misaligned buffers.
+class AlignedBuffer {
+ public:
+  explicit AlignedBuffer(size_t size) : size_(size) {
+    void* memory = nullptr;
+    EXPECT_EQ(posix_memalign(&memory, 4096, size + 4096), 0);
+    data_ = static_cast<unsigned char*>(memory);
+    std::memset(data_, 0xee, size + 4096);
+  }
+  ~AlignedBuffer() { free(data_); }
+  unsigned char* data() { return data_; }
+  std::vector<unsigned char> Bytes(size_t offset, size_t length) const {
+    return std::vector<unsigned char>(data_ + offset, data_ + offset + length);
+  }
+
+ private:
+  unsigned char* data_;
+  size_t size_;
+};
+
+struct Mode {
+  AioMode aio;
+  bool direct;
+};
+
+std::string ModeName(const ::testing::TestParamInfo<Mode>& info) {
+  return std::string(info.param.aio == AioMode::kNative ? "Native" : "Threads") +
+         (info.param.direct ? "Direct" : "Buffered");
+}
+
+class FileIoTest : public ::testing::TestWithParam<Mode> {
+ protected:
+  FileOptions Options(const std::string& path) const {
+    FileOptions options;
+    options.filename = path;
+    options.aio = GetParam().aio;
+    options.cache_direct = GetParam().direct;
+    return options;
+  }
+
+  std::shared_ptr<BlockNode> Open(const std::string& path) {
+    auto node = testing::OpenFile(Options(path));
+    EXPECT_TRUE(node.ok()) << node.status();
+    return node.ok() ? *node : nullptr;
+  }
+
+  testing::ScratchDir dir_;
+};
+
+TEST_P(FileIoTest, ManyWritesInFlightReadBack) {
+  constexpr size_t kChunk = 64 * 1024;
+  constexpr int kChunks = 32;
+  std::string path = dir_.CreateFile("image", kChunk * kChunks);
+  auto node = Open(path);
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->size(), kChunk * kChunks);
+  EXPECT_EQ(node->driver_name(), "file");
+  auto queue = testing::MakeQueue(*node);
+  ASSERT_NE(queue->event_fd(), -1);
+
+  AlignedBuffer data(kChunk * kChunks);
+  std::vector<IoRequest> requests(kChunks);
+  std::vector<Outcome> outcomes(kChunks);
+  std::vector<struct iovec> iov(kChunks);
+  for (int i = 0; i < kChunks; ++i) {
+    std::vector<unsigned char> pattern = Pattern(kChunk, i);
+    std::memcpy(data.data() + i * kChunk, pattern.data(), kChunk);
+    iov[i] = {data.data() + i * kChunk, kChunk};
+    // Reverse order so the file is not written front to back.
+    int chunk = kChunks - 1 - i;
+    iov[i].iov_base = data.data() + chunk * kChunk;
+    Prepare(&requests[i], &outcomes[i], IoOp::kWrite, chunk * kChunk, kChunk, &iov[i], 1);
+    queue->Submit(&requests[i]);
+  }
+  ASSERT_TRUE(WaitIdle(*queue));
+  for (const Outcome& outcome : outcomes) {
+    EXPECT_EQ(outcome.completions, 1);
+    EXPECT_EQ(outcome.result, static_cast<int64_t>(kChunk));
+  }
+  EXPECT_EQ(testing::ReadFile(path, 0, kChunk * kChunks), data.Bytes(0, kChunk * kChunks));
+
+  AlignedBuffer back(kChunk * kChunks);
+  for (int i = 0; i < kChunks; ++i) {
+    iov[i] = {back.data() + i * kChunk, kChunk};
+    Prepare(&requests[i], &outcomes[i], IoOp::kRead, i * kChunk, kChunk, &iov[i], 1);
+    queue->Submit(&requests[i]);
+  }
+  ASSERT_TRUE(WaitIdle(*queue));
+  for (const Outcome& outcome : outcomes) EXPECT_EQ(outcome.result, static_cast<int64_t>(kChunk));
+  EXPECT_EQ(back.Bytes(0, kChunk * kChunks), data.Bytes(0, kChunk * kChunks));
+}
+
+TEST_P(FileIoTest, ScatterGatherSegments) {
+  std::string path = dir_.CreateFile("image", 1 << 20);
+  auto node = Open(path);
+  auto queue = testing::MakeQueue(*node);
+  AlignedBuffer out(3 * 4096), in(3 * 4096);
+  std::vector<unsigned char> pattern = Pattern(3 * 4096, 7);
+  std::memcpy(out.data(), pattern.data(), pattern.size());
+  struct iovec write_iov[3] = {{out.data(), 4096}, {out.data() + 4096, 8192}, {nullptr, 0}};
+  EXPECT_EQ(RunOne(*queue, IoOp::kWrite, 65536, 12288, write_iov, 3), 12288);
+  struct iovec read_iov[2] = {{in.data(), 8192}, {in.data() + 8192, 4096}};
+  EXPECT_EQ(RunOne(*queue, IoOp::kRead, 65536, 12288, read_iov, 2), 12288);
+  EXPECT_EQ(in.Bytes(0, 12288), pattern);
+  EXPECT_EQ(testing::ReadFile(path, 65536, 12288), pattern);
+}
+
+// Odd offsets, lengths and buffer addresses, checked against a model of the file.
+TEST_P(FileIoTest, UnalignedRequests) {
+  constexpr size_t kSize = 256 * 1024;
+  std::string path = dir_.CreateFile("image", kSize);
+  auto node = Open(path);
+  auto queue = testing::MakeQueue(*node);
+  std::vector<unsigned char> model(kSize, 0);
+  std::mt19937 random(42);
+  AlignedBuffer buffer(80 * 1024);
+  for (int round = 0; round < 200; ++round) {
+    size_t length = 1 + random() % (70 * 1024);
+    size_t offset = random() % (kSize - length);
+    size_t misalign = random() % 4 == 0 ? 0 : 1 + random() % 511;
+    unsigned char* memory = buffer.data() + misalign;
+    if (random() % 2 == 0) {
+      std::vector<unsigned char> pattern = Pattern(length, round);
+      std::memcpy(memory, pattern.data(), length);
+      // Two segments split at an odd point.
+      size_t split = length / 3;
+      struct iovec iov[2] = {{memory, split}, {memory + split, length - split}};
+      ASSERT_EQ(RunOne(*queue, IoOp::kWrite, offset, length, iov, 2), static_cast<int64_t>(length))
+          << "round " << round;
+      std::memcpy(model.data() + offset, pattern.data(), length);
+    } else {
+      ASSERT_EQ(ReadAt(*queue, memory, length, offset), static_cast<int64_t>(length));
+      ASSERT_EQ(std::memcmp(memory, model.data() + offset, length), 0)
+          << "round " << round << " offset " << offset << " length " << length;
+    }
+  }
+  EXPECT_EQ(testing::ReadFile(path, 0, kSize), model);
+  EXPECT_EQ(testing::FileSize(path), kSize);
+}
+
+TEST_P(FileIoTest, FlushAndFua) {
+  std::string path = dir_.CreateFile("image", 1 << 20);
+  auto node = Open(path);
+  auto queue = testing::MakeQueue(*node);
+  AlignedBuffer data(8192);
+  std::vector<unsigned char> pattern = Pattern(8192, 3);
+  std::memcpy(data.data(), pattern.data(), 8192);
+  EXPECT_EQ(WriteAt(*queue, data.data(), 8192, 4096, kIoFua), 8192);
+  EXPECT_EQ(WriteAt(*queue, data.data() + 1, 1000, 20000, kIoFua), 1000);
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  EXPECT_EQ(testing::ReadFile(path, 4096, 8192), pattern);
+  EXPECT_EQ(testing::ReadFile(path, 20000, 1000), data.Bytes(1, 1000));
+
+  FileOptions no_flush = Options(path);
+  no_flush.cache_no_flush = true;
+  no_flush.locking = LockingMode::kOff;
+  auto second = testing::OpenFile(no_flush);
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto second_queue = testing::MakeQueue(**second);
+  EXPECT_EQ(RunOne(*second_queue, IoOp::kFlush, 0, 0), 0);
+}
+
+// Someone else shortened the file: the part past its end reads as zeroes, in whole blocks and
+// in a block the end cuts.
+TEST_P(FileIoTest, ReadPastEndOfFileGivesZeroes) {
+  std::string path = dir_.CreateFile("image", 1 << 20);
+  std::vector<unsigned char> pattern = Pattern(1000, 9);
+  testing::WriteFile(path, pattern, 0);
+  auto node = Open(path);
+  auto queue = testing::MakeQueue(*node);
+  ASSERT_EQ(truncate(path.c_str(), 1000), 0);
+  AlignedBuffer data(8192);
+  EXPECT_EQ(ReadAt(*queue, data.data(), 8192, 0), 8192);
+  EXPECT_EQ(data.Bytes(0, 1000), pattern);
+  EXPECT_EQ(data.Bytes(1000, 8192 - 1000), std::vector<unsigned char>(8192 - 1000, 0));
+  std::memset(data.data(), 0xee, 8192);
+  EXPECT_EQ(ReadAt(*queue, data.data(), 4096, 65536), 4096);
+  EXPECT_EQ(data.Bytes(0, 4096), std::vector<unsigned char>(4096, 0));
+}
+
+// An image whose size is not a multiple of the block size keeps its size when its last,
+// partial block is written (O_DIRECT writes it whole).
+TEST_P(FileIoTest, PartialLastBlockKeepsFileSize) {
+  constexpr uint64_t kSize = 65536 + 1000;
+  std::string path = dir_.CreateFile("image", kSize);
+  auto node = Open(path);
+  auto queue = testing::MakeQueue(*node);
+  std::vector<unsigned char> pattern = Pattern(1500, 5);
+  EXPECT_EQ(WriteAt(*queue, pattern.data(), 1500, kSize - 1500), 1500);
+  EXPECT_EQ(testing::FileSize(path), kSize);
+  EXPECT_EQ(testing::ReadFile(path, kSize - 1500, 1500), pattern);
+  std::vector<unsigned char> back(1500);
+  EXPECT_EQ(ReadAt(*queue, back.data(), 1500, kSize - 1500), 1500);
+  EXPECT_EQ(back, pattern);
+  EXPECT_EQ(WriteAt(*queue, pattern.data(), 1, kSize), -EINVAL);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModes, FileIoTest,
+                         ::testing::Values(Mode{AioMode::kNative, true},
+                                           Mode{AioMode::kNative, false},
+                                           Mode{AioMode::kThreads, true},
+                                           Mode{AioMode::kThreads, false}),
+                         ModeName);
+
+}  // namespace
+}  // namespace bexd::block
