@@ -1,0 +1,155 @@
+#include "export/fuse_export.h"
+
+#include <fmt/format.h>
+#include <sched.h>
+
+#include <utility>
+#include <variant>
+
+#include "export/flush_node.h"
+#include "util/log.h"
+
+namespace bexd::exp {
+namespace {
+
+absl::Status Annotate(const std::string& id, const absl::Status& status) {
+  return absl::Status(status.code(),
+                      fmt::format("export '{}': {}", id, std::string(status.message())));
+}
+
+}  // namespace
+
+uint32_t DefaultFuseQueueCount() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  int count = 1;
+  if (::sched_getaffinity(0, sizeof(cpus), &cpus) == 0) count = CPU_COUNT(&cpus);
+  return std::clamp<uint32_t>(static_cast<uint32_t>(count), 1, FuseExport::kMaxQueues);
+}
+
+absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
+    const ExportOptions& options, std::shared_ptr<block::BlockNode> node) {
+  const auto& fuse_options = std::get<FuseExportOptions>(options.transport);
+  if (fuse_options.num_queues > kMaxQueues) {
+    return absl::InvalidArgumentError(fmt::format("export '{}': num-queues {} exceeds {}",
+                                                  options.id, fuse_options.num_queues, kMaxQueues));
+  }
+  const uint32_t queue_count =
+      fuse_options.num_queues == 0 ? DefaultFuseQueueCount() : fuse_options.num_queues;
+
+  absl::StatusOr<MountpointClaim> claim = MountpointClaim::Acquire(fuse_options.mountpoint);
+  if (!claim.ok()) return Annotate(options.id, claim.status());
+
+  fuse::SessionOptions session_options;
+  session_options.writable = options.writable;
+  session_options.growable = fuse_options.growable;
+  session_options.writethrough = options.writethrough;
+  absl::StatusOr<std::shared_ptr<fuse::Session>> session =
+      fuse::Session::Create(node, std::move(session_options));
+  if (!session.ok()) return Annotate(options.id, session.status());
+
+  FuseMountOptions mount_options;
+  mount_options.fs_name = node->node_name();
+  mount_options.allow_other = fuse_options.allow_other;
+  mount_options.max_read = (*session)->options().max_write;
+  absl::StatusOr<FuseMount> mount = FuseMount::Create(claim->path(), mount_options);
+  if (!mount.ok()) return Annotate(options.id, mount.status());
+  absl::StatusOr<std::vector<UniqueFd>> devices = mount->OpenQueues(queue_count);
+  if (!devices.ok()) return Annotate(options.id, devices.status());
+
+  std::unique_ptr<FuseExport> fuse_export(new FuseExport(
+      options, std::move(node), std::move(*session), std::move(*claim), std::move(*mount)));
+  if (absl::Status status = fuse_export->StartQueues(std::move(*devices)); !status.ok()) {
+    fuse_export->Stop();
+    return Annotate(options.id, status);
+  }
+  log::Info("export '{}': node '{}' mounted on '{}' ({}, {} queue{}{})", options.id,
+            fuse_export->node()->node_name(), fuse_export->mountpoint_,
+            options.writable ? "writable" : "read-only", queue_count, queue_count == 1 ? "" : "s",
+            fuse_export->mount_.allow_other() ? ", allow_other" : "");
+  return fuse_export;
+}
+
+FuseExport::FuseExport(const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
+                       std::shared_ptr<fuse::Session> session, MountpointClaim claim,
+                       FuseMount mount)
+    : Export(options.id, std::move(node)),
+      mountpoint_(claim.path()),
+      writable_(options.writable),
+      session_(std::move(session)),
+      claim_(std::move(claim)),
+      mount_(std::move(mount)) {}
+
+FuseExport::~FuseExport() { Stop(); }
+
+absl::Status FuseExport::StartQueues(std::vector<UniqueFd> devices) {
+  queues_.reserve(devices.size());
+  for (uint32_t i = 0; i < devices.size(); ++i) {
+    absl::StatusOr<std::unique_ptr<FuseQueueThread>> queue =
+        FuseQueueThread::Create(i, id(), session_, std::move(devices[i]));
+    if (!queue.ok()) return queue.status();
+    queues_.push_back(std::move(*queue));
+  }
+  for (auto& queue : queues_) {
+    serving_.fetch_add(1, std::memory_order_relaxed);
+    absl::Status status =
+        queue->Start([this](uint32_t index, bool failed) { OnQueueExit(index, failed); });
+    if (!status.ok()) {
+      serving_.fetch_sub(1, std::memory_order_relaxed);
+      return status;
+    }
+  }
+  if (serving_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    return absl::UnavailableError("the FUSE connection ended while the export was starting");
+  }
+  return absl::OkStatus();
+}
+
+void FuseExport::OnQueueExit(uint32_t index, bool failed) {
+  if (failed && !stop_requested_.load(std::memory_order_acquire)) {
+    log::Warn("export '{}': queue {} stopped serving; stopping the export", id(), index);
+    for (auto& queue : queues_) queue->RequestStop();
+  }
+  // The last queue out cleans up unless Stop() is under way and will do it after joining.
+  if (serving_.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+      !stop_requested_.load(std::memory_order_acquire)) {
+    TearDown();
+  }
+}
+
+void FuseExport::Stop() {
+  std::lock_guard lock(stop_mutex_);
+  stop_requested_.store(true, std::memory_order_release);
+  for (auto& queue : queues_) queue->RequestStop();
+  for (auto& queue : queues_) queue->Join();
+  TearDown();
+}
+
+void FuseExport::TearDown() {
+  std::lock_guard lock(teardown_mutex_);
+  if (torn_down_) return;
+  torn_down_ = true;
+  // Every reply for the last writes has been sent; make them durable before the mount goes.
+  if (writable_) {
+    if (absl::Status status = FlushNode(*node()); !status.ok()) {
+      log::Error("export '{}': {}", id(), std::string(status.message()));
+    }
+  }
+  mount_.Unmount();
+  // Closing the last descriptor aborts the connection: requests that were never read (callers
+  // of a lazily detached mount) fail instead of waiting forever.
+  for (auto& queue : queues_) queue->CloseDevice();
+  claim_.Release();
+  log::Info("export '{}': stopped; '{}' is unmounted", id(), mountpoint_);
+}
+
+bool FuseExport::in_use() const { return session_->open_handles() > 0; }
+
+std::vector<fuse::QueueStatsSnapshot> FuseExport::Stats() const {
+  std::vector<fuse::QueueStatsSnapshot> stats;
+  stats.reserve(queues_.size());
+  for (const auto& queue : queues_) stats.push_back(queue->Stats());
+  return stats;
+}
+
+}  // namespace bexd::exp

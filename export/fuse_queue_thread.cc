@@ -1,0 +1,200 @@
+#include "export/fuse_queue_thread.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <future>
+#include <utility>
+
+#include "util/log.h"
+
+namespace bexd::exp {
+
+absl::StatusOr<std::unique_ptr<FuseQueueThread>> FuseQueueThread::Create(
+    uint32_t index, std::string export_id, std::shared_ptr<fuse::Session> session,
+    UniqueFd device) {
+  absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
+  if (!loop.ok()) return loop.status();
+  absl::StatusOr<FuseSlotBuffers> buffers =
+      FuseSlotBuffers::Create(kSlots, session->max_request_bytes(), session->max_reply_bytes());
+  if (!buffers.ok()) return buffers.status();
+  return std::unique_ptr<FuseQueueThread>(
+      new FuseQueueThread(index, std::move(export_id), std::move(session), std::move(device),
+                          std::move(*loop), std::move(*buffers)));
+}
+
+FuseQueueThread::FuseQueueThread(uint32_t index, std::string export_id,
+                                 std::shared_ptr<fuse::Session> session, UniqueFd device,
+                                 std::unique_ptr<EventLoop> loop, FuseSlotBuffers buffers)
+    : index_(index),
+      export_id_(std::move(export_id)),
+      session_(std::move(session)),
+      device_(std::move(device)),
+      loop_(std::move(loop)),
+      buffers_(std::move(buffers)),
+      slots_(new Slot[kSlots]),
+      free_(new uint32_t[kSlots]) {
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    Slot& slot = slots_[i];
+    slot.index = i;
+    slot.in = {buffers_.request(i), 0};
+    slot.out = {buffers_.reply(i), buffers_.reply_capacity()};
+    slot.request.in = &slot.in;
+    slot.request.in_count = 1;
+    slot.request.out = &slot.out;
+    slot.request.out_count = 1;
+    slot.request.transport = &slot;
+    free_[i] = kSlots - 1 - i;
+  }
+  free_count_ = kSlots;
+}
+
+FuseQueueThread::~FuseQueueThread() {
+  RequestStop();
+  Join();
+}
+
+absl::Status FuseQueueThread::Start(ExitFn on_exit) {
+  on_exit_ = std::move(on_exit);
+  std::promise<absl::Status> started;
+  std::future<absl::Status> result = started.get_future();
+  thread_ = std::thread(&FuseQueueThread::Run, this, &started);
+  absl::Status status = result.get();
+  if (!status.ok()) Join();
+  return status;
+}
+
+void FuseQueueThread::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+fuse::QueueStatsSnapshot FuseQueueThread::Stats() const {
+  if (queue_ == nullptr) return {};
+  return fuse::QueueStatsSnapshot::Of(queue_->stats());
+}
+
+void FuseQueueThread::Run(std::promise<absl::Status>* started) {
+  const std::string name = "bexd-fuse-q" + std::to_string(index_);
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+  absl::Status status = SetUp();
+  const bool ok = status.ok();
+  started->set_value(std::move(status));  // `started` dies with Start()'s frame after this
+  if (!ok) return;
+  Serve();
+  if (on_exit_) on_exit_(index_, failed_);
+}
+
+absl::Status FuseQueueThread::SetUp() {
+  // The IoQueue belongs to the thread that uses it (its own libaio context, for example).
+  absl::StatusOr<std::unique_ptr<block::IoQueue>> io_queue = session_->node().CreateQueue();
+  if (!io_queue.ok()) {
+    return absl::Status(io_queue.status().code(),
+                        fmt::format("export '{}' queue {}: cannot create an I/O queue: {}",
+                                    export_id_, index_, std::string(io_queue.status().message())));
+  }
+  const int io_fd = (*io_queue)->event_fd();
+  queue_ = std::make_unique<fuse::Queue>(session_, std::move(*io_queue), &OnReply, this);
+  // Edge-triggered: the thread reads the device until EAGAIN and polls the IoQueue after every
+  // wake-up, so it never needs a level reminder, and a busy queue that stopped reading (no free
+  // slot) is not woken for requests another queue will take.
+  absl::Status status = loop_->Watch(device_.get(), EPOLLIN | EPOLLET, kDeviceTag);
+  if (status.ok() && io_fd >= 0) status = loop_->Watch(io_fd, EPOLLIN | EPOLLET, kIoTag);
+  if (!status.ok()) {
+    return absl::Status(status.code(), fmt::format("export '{}' queue {}: {}", export_id_, index_,
+                                                   std::string(status.message())));
+  }
+  return absl::OkStatus();
+}
+
+void FuseQueueThread::Serve() {
+  bool device_ready = true;  // edge-triggered, so assume requests wait until a read says EAGAIN
+  struct epoll_event events[4];
+  while (true) {
+    if (accepting_ && loop_->stop_requested()) accepting_ = false;
+    while (accepting_ && device_ready && free_count_ > 0) {
+      const ReadResult result = ReadRequest();
+      if (result == ReadResult::kEmpty) device_ready = false;
+      if (result == ReadResult::kEnded) EndServing(/*failed=*/true);
+    }
+    // Submits what the requests just read queued, and answers whatever has completed.
+    queue_->io_queue().Poll();
+    if (!accepting_ && free_count_ == kSlots) return;
+    if (accepting_ && device_ready && free_count_ > 0) continue;
+    const int n = loop_->Wait(events, 4, -1);
+    if (n < 0) {
+      // Only a broken epoll set gets here; keep draining without it rather than spin.
+      log::Error("export '{}' queue {}: epoll_wait failed: {}", export_id_, index_,
+                 std::strerror(-n));
+      EndServing(/*failed=*/true);
+      const struct timespec pause = {0, 1000000};
+      nanosleep(&pause, nullptr);
+      continue;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u64 == kDeviceTag) device_ready = true;
+    }
+  }
+}
+
+FuseQueueThread::ReadResult FuseQueueThread::ReadRequest() {
+  Slot& slot = slots_[free_[free_count_ - 1]];
+  const ssize_t n = ::read(device_.get(), slot.in.iov_base, buffers_.request_capacity());
+  if (n > 0) {
+    --free_count_;
+    slot.in.iov_len = static_cast<size_t>(n);
+    queue_->Dispatch(&slot.request);
+    return ReadResult::kTaken;
+  }
+  if (n < 0 && errno == EAGAIN) return ReadResult::kEmpty;
+  if (n < 0 && errno == EINTR) return ReadResult::kRetry;
+  if (n < 0 && errno == ENODEV) {
+    // Unmounted, or the connection was aborted: no request will come again.
+    log::Info("export '{}' queue {}: the FUSE connection has ended", export_id_, index_);
+  } else {
+    log::Error("export '{}' queue {}: reading /dev/fuse failed: {}", export_id_, index_,
+               n == 0 ? "end of file" : std::strerror(errno));
+  }
+  return ReadResult::kEnded;
+}
+
+void FuseQueueThread::OnReply(fuse::Request* request, int64_t result, void* context) {
+  auto* self = static_cast<FuseQueueThread*>(context);
+  const Slot& slot = *static_cast<const Slot*>(request->transport);
+  if (result > 0) {
+    self->SendReply(slot, static_cast<size_t>(result));
+  } else if (result < 0) {
+    // The kernel waits for an answer the core could not build; only ending the connection
+    // releases its caller.
+    log::Error(
+        "export '{}' queue {}: the kernel sent a malformed FUSE request ({}); shutting "
+        "the export down",
+        self->export_id_, self->index_, std::strerror(static_cast<int>(-result)));
+    self->EndServing(/*failed=*/true);
+  }
+  self->free_[self->free_count_++] = slot.index;
+}
+
+void FuseQueueThread::SendReply(const Slot& slot, size_t bytes) {
+  // The reply must go to the descriptor the request came from: the kernel looks requests up in
+  // the processing list of that clone.
+  const ssize_t n = ::write(device_.get(), slot.out.iov_base, bytes);
+  if (n == static_cast<ssize_t>(bytes)) return;
+  if (n < 0 && (errno == ENOENT || errno == ENODEV)) {
+    // ENOENT: the request was interrupted and the kernel forgot it; ENODEV: the connection ended.
+    log::Debug("export '{}' queue {}: reply not delivered: {}", export_id_, index_,
+               std::strerror(errno));
+    return;
+  }
+  log::Error("export '{}' queue {}: writing a {}-byte reply failed: {}", export_id_, index_, bytes,
+             n < 0 ? std::string(std::strerror(errno)) : fmt::format("short write of {} bytes", n));
+}
+
+void FuseQueueThread::EndServing(bool failed) {
+  accepting_ = false;
+  failed_ = failed_ || failed;
+}
+
+}  // namespace bexd::exp

@@ -1,0 +1,185 @@
+#include "tests/export/export_fixture.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "block/open.h"
+#include "export/fuse_mountpoint.h"
+#include "export/start.h"
+
+namespace bexd::exp::testing {
+namespace {
+
+constexpr long kTmpfsMagic = 0x01021994;
+
+}  // namespace
+
+ScratchDir::ScratchDir() {
+  // /var/tmp unless it is tmpfs (O_DIRECT needs a disk file system on older kernels).
+  std::string base = "/var/tmp";
+  struct statfs fs;
+  if (::statfs(base.c_str(), &fs) != 0 || fs.f_type == kTmpfsMagic) {
+    base = std::filesystem::current_path().string();
+  }
+  std::string pattern = base + "/bexd-export-test-XXXXXX";
+  char* made = ::mkdtemp(pattern.data());
+  if (made == nullptr) {
+    ADD_FAILURE() << "mkdtemp " << pattern << ": " << std::strerror(errno);
+    return;
+  }
+  path_ = made;
+}
+
+ScratchDir::~ScratchDir() {
+  if (path_.empty()) return;
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+std::string ScratchDir::CreateFile(const std::string& name, uint64_t size) const {
+  const std::string path = path_ + "/" + name;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  EXPECT_GE(fd, 0) << path << ": " << std::strerror(errno);
+  if (fd >= 0) {
+    EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0) << std::strerror(errno);
+    ::close(fd);
+  }
+  return path;
+}
+
+uint8_t PatternByte(uint64_t offset, uint32_t seed) {
+  uint64_t x = (offset / 8) * 0x9E3779B97F4A7C15ull ^ (uint64_t{seed} << 32 | seed);
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 32;
+  return static_cast<uint8_t>(x >> (8 * (offset % 8)));
+}
+
+void FillPattern(uint8_t* data, size_t length, uint64_t offset, uint32_t seed) {
+  for (size_t i = 0; i < length; ++i) data[i] = PatternByte(offset + i, seed);
+}
+
+AlignedBuffer::AlignedBuffer(size_t length) : data(nullptr), length(length) {
+  void* memory = nullptr;
+  if (::posix_memalign(&memory, 4096, length == 0 ? 4096 : length) != 0) std::abort();
+  data = static_cast<uint8_t*>(memory);
+}
+
+AlignedBuffer::~AlignedBuffer() { ::free(data); }
+
+std::vector<uint8_t> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot open " << path;
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+uint64_t FileSize(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path << ": " << std::strerror(errno);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+bool IsFuseMounted(const std::string& path) {
+  absl::StatusOr<std::optional<MountEntry>> top = TopMountAt(path);
+  EXPECT_TRUE(top.ok()) << top.status();
+  return top.ok() && top->has_value() && (*top)->fs_type.rfind("fuse", 0) == 0;
+}
+
+std::shared_ptr<block::BlockNode> OpenFileNode(const std::string& filename, bool read_only,
+                                               bool cache_direct, block::AioMode aio) {
+  block::BlockdevOptions options;
+  options.node_name = "disk0";
+  options.read_only = read_only;
+  block::FileOptions file;
+  file.filename = filename;
+  file.cache_direct = cache_direct;
+  file.aio = aio;
+  options.driver = file;
+  absl::StatusOr<std::shared_ptr<block::BlockNode>> node = block::OpenBlockNode(options);
+  EXPECT_TRUE(node.ok()) << node.status();
+  return node.ok() ? *node : nullptr;
+}
+
+std::shared_ptr<block::BlockNode> OpenNullNode(uint64_t size) {
+  block::BlockdevOptions options;
+  options.node_name = "null0";
+  block::NullOptions null;
+  null.size = size;
+  null.read_zeroes = true;
+  options.driver = null;
+  absl::StatusOr<std::shared_ptr<block::BlockNode>> node = block::OpenBlockNode(options);
+  EXPECT_TRUE(node.ok()) << node.status();
+  return node.ok() ? *node : nullptr;
+}
+
+ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t num_queues,
+                          bool growable) {
+  ExportOptions options;
+  options.id = "export0";
+  options.writable = writable;
+  FuseExportOptions fuse;
+  fuse.mountpoint = mountpoint;
+  fuse.num_queues = num_queues;
+  fuse.growable = growable;
+  options.transport = fuse;
+  return options;
+}
+
+Watchdog::Watchdog(std::chrono::seconds limit) {
+  thread_ = std::thread([this, limit] {
+    std::unique_lock lock(mutex_);
+    if (done_cv_.wait_for(lock, limit, [this] { return done_; })) return;
+    std::fprintf(stderr, "watchdog: the test ran longer than %lld s; aborting\n",
+                 static_cast<long long>(limit.count()));
+    std::abort();
+  });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard lock(mutex_);
+    done_ = true;
+  }
+  done_cv_.notify_all();
+  thread_.join();
+}
+
+void FuseExportTest::TearDown() {
+  for (auto& running : exports_) running->Stop();
+  exports_.clear();
+  for (const std::string& path : mountpoints_) {
+    if (IsFuseMounted(path)) {
+      ADD_FAILURE() << path << " is still mounted after Stop()";
+      ::umount2(path.c_str(), MNT_DETACH);
+    }
+  }
+}
+
+Export* FuseExportTest::Start(const ExportOptions& options,
+                              std::shared_ptr<block::BlockNode> node) {
+  absl::StatusOr<std::unique_ptr<Export>> started = StartExport(options, std::move(node));
+  EXPECT_TRUE(started.ok()) << started.status();
+  if (!started.ok()) return nullptr;
+  exports_.push_back(std::move(*started));
+  return exports_.back().get();
+}
+
+std::string FuseExportTest::MakeMountpoint(const std::string& name) {
+  const std::string path = scratch_.path() + "/" + name;
+  std::ofstream(path) << kOriginalContent;
+  mountpoints_.push_back(path);
+  return path;
+}
+
+}  // namespace bexd::exp::testing

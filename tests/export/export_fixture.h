@@ -1,0 +1,100 @@
+// Helpers for the FUSE export tests: disk-backed scratch files, deterministic data patterns,
+// exports that always unmount, and a watchdog that ends a hung test instead of letting it hang.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "block/block_node.h"
+#include "block/options.h"
+#include "export/export.h"
+#include "export/options.h"
+
+namespace bexd::exp::testing {
+
+// A fresh directory on a disk-backed file system (O_DIRECT works there), removed on destruction.
+class ScratchDir {
+ public:
+  ScratchDir();
+  ~ScratchDir();
+  const std::string& path() const { return path_; }
+  // Creates a file of `size` bytes (sparse) and returns its path.
+  std::string CreateFile(const std::string& name, uint64_t size) const;
+
+ private:
+  std::string path_;
+};
+
+// Byte `offset` of the pattern `seed`: every position of every seed differs from its neighbours,
+// so misplaced, stale or torn data shows.
+uint8_t PatternByte(uint64_t offset, uint32_t seed);
+void FillPattern(uint8_t* data, size_t length, uint64_t offset, uint32_t seed);
+
+// Page-aligned memory for O_DIRECT.
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t length);
+  ~AlignedBuffer();
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  uint8_t* data;
+  size_t length;
+};
+
+std::vector<uint8_t> ReadWholeFile(const std::string& path);
+uint64_t FileSize(const std::string& path);
+// Whether a FUSE file system is mounted on `path` now.
+bool IsFuseMounted(const std::string& path);
+
+std::shared_ptr<block::BlockNode> OpenFileNode(const std::string& filename, bool read_only = false,
+                                               bool cache_direct = false,
+                                               block::AioMode aio = block::AioMode::kNative);
+std::shared_ptr<block::BlockNode> OpenNullNode(uint64_t size);
+
+ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t num_queues = 2,
+                          bool growable = false);
+
+// Aborts the test program if it is still running `limit` from now: a broken export would
+// otherwise leave test threads blocked in FUSE calls forever.
+class Watchdog {
+ public:
+  explicit Watchdog(std::chrono::seconds limit);
+  ~Watchdog();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// Base fixture: a scratch directory, a watchdog, and exports that are stopped (and, should Stop
+// fail to, lazily unmounted) at the end of every test.
+class FuseExportTest : public ::testing::Test {
+ protected:
+  FuseExportTest() : watchdog_(std::chrono::seconds(240)) {}
+  void TearDown() override;
+
+  // Starts an export and remembers it for teardown; fails the test if it does not start.
+  Export* Start(const ExportOptions& options, std::shared_ptr<block::BlockNode> node);
+  // A mountpoint: a regular file holding `original` bytes (to recognise it after unmount).
+  std::string MakeMountpoint(const std::string& name = "mnt");
+
+  static constexpr char kOriginalContent[] = "the file under the mount\n";
+
+  ScratchDir scratch_;
+  std::vector<std::unique_ptr<Export>> exports_;
+  std::vector<std::string> mountpoints_;
+
+ private:
+  Watchdog watchdog_;
+};
+
+}  // namespace bexd::exp::testing
