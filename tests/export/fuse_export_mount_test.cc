@@ -35,3 +35,126 @@ TEST_F(MountTest, MountShowsTheNodeAndStopShowsTheFileAgain) {
 
 }  // namespace
 }  // namespace bexd::exp::testing
+
+namespace bexd::exp::testing {
+namespace {
+
+TEST_F(MountTest, SecondExportOnTheSameMountpointIsRefused) {
+  const std::string mountpoint = MakeMountpoint();
+  ASSERT_NE(Start(FuseOptions(mountpoint, false), OpenNullNode(1 << 20)), nullptr);
+
+  ExportOptions second = FuseOptions(mountpoint, false);
+  second.id = "export1";
+  absl::StatusOr<std::unique_ptr<Export>> refused = StartExport(second, OpenNullNode(1 << 20));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(refused.status().message().find("export1"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find(mountpoint), std::string::npos) << refused.status();
+  // The first export is untouched.
+  EXPECT_TRUE(IsFuseMounted(mountpoint));
+  EXPECT_EQ(FileSize(mountpoint), uint64_t{1} << 20);
+}
+
+TEST_F(MountTest, MountpointThatIsNotARegularFileIsRefused) {
+  const std::string directory = scratch_.path() + "/dir";
+  ASSERT_EQ(::mkdir(directory.c_str(), 0755), 0);
+  absl::StatusOr<std::unique_ptr<Export>> refused =
+      StartExport(FuseOptions(directory, false), OpenNullNode(1 << 20));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("is not a regular file"), std::string::npos)
+      << refused.status();
+
+  refused = StartExport(FuseOptions(scratch_.path() + "/missing", false), OpenNullNode(1 << 20));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("No such file or directory"), std::string::npos)
+      << refused.status();
+  EXPECT_FALSE(IsFuseMounted(directory));
+}
+
+TEST_F(MountTest, TooManyQueuesAreRefused) {
+  const std::string mountpoint = MakeMountpoint();
+  absl::StatusOr<std::unique_ptr<Export>> refused = StartExport(
+      FuseOptions(mountpoint, false, FuseExport::kMaxQueues + 1), OpenNullNode(1 << 20));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(IsFuseMounted(mountpoint));
+}
+
+TEST_F(MountTest, WritableExportOfReadOnlyNodeIsRefused) {
+  const std::string image = scratch_.CreateFile("image", 1 << 20);
+  const std::string mountpoint = MakeMountpoint();
+  absl::StatusOr<std::unique_ptr<Export>> refused =
+      StartExport(FuseOptions(mountpoint, /*writable=*/true), OpenFileNode(image, true));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_FALSE(IsFuseMounted(mountpoint));
+  // The mountpoint's claim was released: a correct export may use it now.
+  EXPECT_NE(Start(FuseOptions(mountpoint, false), OpenFileNode(image, true)), nullptr);
+}
+
+TEST_F(MountTest, ZeroQueuesMeansOnePerCpu) {
+  const std::string mountpoint = MakeMountpoint();
+  Export* running = Start(FuseOptions(mountpoint, false, /*num_queues=*/0), OpenNullNode(1 << 20));
+  ASSERT_NE(running, nullptr);
+  EXPECT_EQ(running->Stats().size(), DefaultFuseQueueCount());
+}
+
+TEST_F(MountTest, ReadOnlyExportRefusesWrites) {
+  const std::string image = scratch_.CreateFile("image", 1 << 20);
+  const std::string mountpoint = MakeMountpoint();
+  ASSERT_NE(Start(FuseOptions(mountpoint, /*writable=*/false), OpenFileNode(image)), nullptr);
+
+  errno = 0;
+  EXPECT_LT(::open(mountpoint.c_str(), O_RDWR), 0);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_LT(::open(mountpoint.c_str(), O_WRONLY), 0);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_NE(::truncate(mountpoint.c_str(), 4096), 0);
+  EXPECT_EQ(errno, EROFS);
+
+  int fd = ::open(mountpoint.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  char byte = 1;
+  EXPECT_EQ(::pread(fd, &byte, 1, 4096), 1);
+  EXPECT_EQ(byte, 0);
+  EXPECT_LT(::pwrite(fd, &byte, 1, 0), 0);
+  EXPECT_EQ(errno, EBADF);  // the descriptor is read-only; the kernel refuses before FUSE
+  ::close(fd);
+  EXPECT_EQ(FileSize(image), uint64_t{1} << 20);
+}
+
+TEST_F(MountTest, InUseWhileAFileIsOpenAndStatsCountRequests) {
+  const std::string mountpoint = MakeMountpoint();
+  Export* running = Start(FuseOptions(mountpoint, true, 2), OpenNullNode(8 << 20));
+  ASSERT_NE(running, nullptr);
+  EXPECT_FALSE(running->in_use());
+
+  int fd = ::open(mountpoint.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_TRUE(running->in_use());
+  char data[4096] = {};
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(::pwrite(fd, data, sizeof(data), i * 4096), 4096);
+    ASSERT_EQ(::pread(fd, data, sizeof(data), i * 4096), 4096);
+  }
+  ::close(fd);
+  // RELEASE is asynchronous: the kernel sends it after close() returns.
+  for (int i = 0; i < 500 && running->in_use(); ++i) ::usleep(10000);
+  EXPECT_FALSE(running->in_use());
+
+  std::vector<fuse::QueueStatsSnapshot> stats = running->Stats();
+  ASSERT_EQ(stats.size(), 2u);
+  uint64_t reads = 0, writes = 0, written = 0;
+  for (const auto& queue : stats) {
+    reads += queue.read_requests;
+    writes += queue.write_requests;
+    written += queue.bytes_written;
+    EXPECT_EQ(queue.in_flight, 0u);
+  }
+  EXPECT_EQ(reads, 8u);
+  EXPECT_EQ(writes, 8u);
+  EXPECT_EQ(written, 8u * 4096);
+}
+
+}  // namespace
+}  // namespace bexd::exp::testing
