@@ -1,0 +1,201 @@
+// The file driver's other operations: discard, write-zeroes, block status, resizing, and
+// concurrent partial-block writes under O_DIRECT.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "tests/block/file_fixture.h"
+#include "tests/block/queue_runner.h"
+
+namespace bexd::block {
+namespace {
+
+using testing::Outcome;
+using testing::Pattern;
+using testing::Prepare;
+using testing::ReadAt;
+using testing::RunOne;
+using testing::WaitIdle;
+using testing::WriteAt;
+
+std::shared_ptr<BlockNode> Open(const std::string& path, AioMode aio, bool direct,
+                                DiscardMode discard = DiscardMode::kUnmap) {
+  FileOptions options;
+  options.filename = path;
+  options.aio = aio;
+  options.cache_direct = direct;
+  options.discard = discard;
+  auto node = testing::OpenFile(options);
+  EXPECT_TRUE(node.ok()) << node.status();
+  return node.ok() ? *node : nullptr;
+}
+
+off_t SeekHole(const std::string& path, off_t from) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  off_t hole = lseek(fd, from, SEEK_HOLE);
+  close(fd);
+  return hole;
+}
+
+class FileOpsTest : public ::testing::TestWithParam<AioMode> {
+ protected:
+  testing::ScratchDir dir_;
+};
+
+TEST_P(FileOpsTest, DiscardUnmapPunchesAHole) {
+  std::string path = dir_.CreateFile("image", 1 << 20);
+  testing::WriteFile(path, Pattern(1 << 20, 1), 0);
+  ASSERT_EQ(SeekHole(path, 0), 1 << 20) << "the file should start fully allocated";
+  auto node = Open(path, GetParam(), true);
+  auto queue = testing::MakeQueue(*node);
+  EXPECT_EQ(RunOne(*queue, IoOp::kDiscard, 256 * 1024, 512 * 1024), 512 * 1024);
+  EXPECT_EQ(SeekHole(path, 0), 256 * 1024);
+  std::vector<unsigned char> back = testing::ReadFile(path, 0, 1 << 20);
+  std::vector<unsigned char> expected = Pattern(1 << 20, 1);
+  std::memset(expected.data() + 256 * 1024, 0, 512 * 1024);
+  EXPECT_EQ(back, expected);
+  EXPECT_EQ(testing::FileSize(path), 1u << 20);
+}
+
+TEST_P(FileOpsTest, DiscardIgnoreKeepsData) {
+  std::string path = dir_.CreateFile("image", 1 << 20);
+  testing::WriteFile(path, Pattern(1 << 20, 2), 0);
+  auto node = Open(path, GetParam(), false, DiscardMode::kIgnore);
+  auto queue = testing::MakeQueue(*node);
+  EXPECT_EQ(RunOne(*queue, IoOp::kDiscard, 0, 1 << 20), 1 << 20);
+  EXPECT_EQ(testing::ReadFile(path, 0, 1 << 20), Pattern(1 << 20, 2));
+}
+
+TEST_P(FileOpsTest, WriteZeroes) {
+  for (bool direct : {true, false}) {
+    for (uint32_t flags : {0u, uint32_t{kIoMayUnmap}}) {
+      std::string path = dir_.CreateFile("image", 1 << 20);
+      testing::WriteFile(path, Pattern(1 << 20, 3), 0);
+      auto node = Open(path, GetParam(), direct);
+      auto queue = testing::MakeQueue(*node);
+      std::vector<unsigned char> expected = Pattern(1 << 20, 3);
+      // Aligned, then a range that starts and ends inside blocks.
+      EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 65536, 131072, nullptr, 0, flags), 131072);
+      std::memset(expected.data() + 65536, 0, 131072);
+      EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 300001, 70001, nullptr, 0, flags), 70001);
+      std::memset(expected.data() + 300001, 0, 70001);
+      EXPECT_EQ(testing::ReadFile(path, 0, 1 << 20), expected)
+          << "direct " << direct << " flags " << flags;
+      std::vector<unsigned char> back(1 << 20);
+      EXPECT_EQ(ReadAt(*queue, back.data(), back.size(), 0), 1 << 20);
+      EXPECT_EQ(back, expected);
+    }
+  }
+}
+
+TEST_P(FileOpsTest, BlockStatusOnSparseFile) {
+  constexpr uint64_t kMiB = 1 << 20;
+  std::string path = dir_.CreateFile("image", 4 * kMiB);
+  testing::WriteFile(path, Pattern(65536, 4), kMiB);
+  auto node = Open(path, GetParam(), true);
+  auto queue = testing::MakeQueue(*node);
+  bool data = true;
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 0, 4 * kMiB, nullptr, 0, 0, &data), kMiB);
+  EXPECT_FALSE(data);
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 4096, 4 * kMiB, nullptr, 0, 0, &data), kMiB - 4096);
+  EXPECT_FALSE(data);
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, kMiB, 4 * kMiB, nullptr, 0, 0, &data), 65536);
+  EXPECT_TRUE(data);
+  // Capped at the requested length.
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, kMiB, 512, nullptr, 0, 0, &data), 512);
+  EXPECT_TRUE(data);
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, kMiB + 65536, 8 * kMiB, nullptr, 0, 0, &data),
+            3 * kMiB - 65536);
+  EXPECT_FALSE(data);
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 4 * kMiB, 4096), 0);
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 5 * kMiB, 4096), 0);
+}
+
+TEST_P(FileOpsTest, TruncateGrowsAndShrinks) {
+  std::string path = dir_.CreateFile("image", 1 << 20);
+  testing::WriteFile(path, Pattern(1 << 20, 5), 0);
+  auto node = Open(path, GetParam(), true);
+  auto queue = testing::MakeQueue(*node);
+  ASSERT_TRUE(node->Truncate(3 << 20).ok());
+  EXPECT_EQ(node->size(), 3u << 20);
+  EXPECT_EQ(testing::FileSize(path), 3u << 20);
+  std::vector<unsigned char> back(4096, 0xee);
+  EXPECT_EQ(ReadAt(*queue, back.data(), 4096, (3 << 20) - 4096), 4096);
+  EXPECT_EQ(back, std::vector<unsigned char>(4096, 0));
+  std::vector<unsigned char> pattern = Pattern(4096, 6);
+  EXPECT_EQ(WriteAt(*queue, pattern.data(), 4096, (2 << 20) + 4096), 4096);
+
+  ASSERT_TRUE(node->Truncate(512 * 1024 + 100).ok());
+  EXPECT_EQ(node->size(), 512u * 1024 + 100);
+  EXPECT_EQ(testing::FileSize(path), 512u * 1024 + 100);
+  EXPECT_EQ(ReadAt(*queue, back.data(), 4096, 1 << 20), -EINVAL);
+  EXPECT_EQ(ReadAt(*queue, back.data(), 100, 512 * 1024), 100);
+  std::vector<unsigned char> original = Pattern(1 << 20, 5);
+  EXPECT_EQ(std::memcmp(back.data(), original.data() + 512 * 1024, 100), 0);
+}
+
+// Two threads, each with its own queue, write disjoint byte ranges that share every 512-byte
+// block, many at once and repeatedly; read-modify-write must not let one undo the other.
+TEST_P(FileOpsTest, ConcurrentPartialBlockWritesLoseNothing) {
+  constexpr int kBlocks = 64;
+  constexpr size_t kBlock = 4096;
+  constexpr size_t kPiece = 150;
+  constexpr int kRounds = 20;
+  std::string path = dir_.CreateFile("image", kBlocks * kBlock);
+  auto node = Open(path, GetParam(), true);
+  ASSERT_GT(node->request_alignment(), 1u) << "O_DIRECT should need aligned requests";
+  auto piece_offset = [](int thread, int block) { return block * kBlock + 7 + thread * kPiece; };
+  auto piece_data = [](int thread, int round, int block) {
+    return Pattern(kPiece, (thread * 1000 + round) * 100 + block);
+  };
+  std::vector<bool> ok(2, false);
+  auto writer = [&](int thread) {
+    auto queue = node->CreateQueue();
+    if (!queue.ok()) return;
+    std::vector<IoRequest> requests(kBlocks);
+    std::vector<Outcome> outcomes(kBlocks);
+    std::vector<std::vector<unsigned char>> data(kBlocks);
+    std::vector<struct iovec> iov(kBlocks);
+    for (int round = 0; round < kRounds; ++round) {
+      for (int block = 0; block < kBlocks; ++block) {
+        data[block] = piece_data(thread, round, block);
+        iov[block] = {data[block].data(), kPiece};
+        Prepare(&requests[block], &outcomes[block], IoOp::kWrite, piece_offset(thread, block),
+                kPiece, &iov[block], 1);
+        (*queue)->Submit(&requests[block]);
+      }
+      if (!WaitIdle(**queue)) return;
+      for (const Outcome& outcome : outcomes) {
+        if (outcome.result != static_cast<int64_t>(kPiece)) return;
+      }
+    }
+    ok[thread] = true;
+  };
+  std::thread first(writer, 0), second(writer, 1);
+  first.join();
+  second.join();
+  ASSERT_EQ(ok, std::vector<bool>(2, true));
+  std::vector<unsigned char> file = testing::ReadFile(path, 0, kBlocks * kBlock);
+  for (int block = 0; block < kBlocks; ++block) {
+    for (int thread = 0; thread < 2; ++thread) {
+      std::vector<unsigned char> expected = piece_data(thread, kRounds - 1, block);
+      ASSERT_EQ(std::memcmp(file.data() + piece_offset(thread, block), expected.data(), kPiece), 0)
+          << "block " << block << " thread " << thread;
+    }
+    EXPECT_EQ(file[block * kBlock], 0);
+    EXPECT_EQ(file[piece_offset(1, block) + kPiece], 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllAio, FileOpsTest,
+                         ::testing::Values(AioMode::kNative, AioMode::kThreads),
+                         [](const ::testing::TestParamInfo<AioMode>& info) {
+                           return info.param == AioMode::kNative ? "Native" : "Threads";
+                         });
+
+}  // namespace
+}  // namespace bexd::block
