@@ -93,39 +93,50 @@ CoreHarness::CoreHarness(const block::BlockdevOptions& blockdev, const SessionOp
 CoreHarness::~CoreHarness() = default;
 
 void CoreHarness::OnComplete(Request* request, int64_t result, void* context) {
-  auto* harness = static_cast<CoreHarness*>(context);
-  ++harness->completions_;
-  harness->last_result_ = result;
+  auto* outcome = static_cast<Outcome*>(request->transport);
+  ++outcome->completions;
+  outcome->result = result;
 }
 
-Reply CoreHarness::Run(const std::vector<uint8_t>& request, const Layout& layout) {
-  Reply reply;
-  if (queue_ == nullptr) {
-    ADD_FAILURE() << "no queue";
-    return reply;
-  }
+namespace {
+
+// One request's buffers as a transport would lay them out.
+struct Slot {
+  std::vector<uint8_t> in_buffer;
+  std::vector<uint8_t> out_buffer;
+  uint8_t* out_base = nullptr;
+  std::vector<struct iovec> in_iov;
+  std::vector<struct iovec> out_iov;
+  std::unique_ptr<Request> request = std::make_unique<Request>();
+};
+
+void Prepare(const std::vector<uint8_t>& bytes, const Layout& layout, Slot* slot) {
   // Distinctive filler, so that bytes the core did not write are recognisable.
-  std::vector<uint8_t> in_buffer(
-      std::max(request.size(), layout.out_aliases_in ? layout.out_capacity : request.size()), 0xa5);
-  std::copy(request.begin(), request.end(), in_buffer.begin());
-  std::vector<uint8_t> out_buffer(layout.out_aliases_in ? 0 : layout.out_capacity, 0x5a);
-  uint8_t* out_base = layout.out_aliases_in ? in_buffer.data() : out_buffer.data();
+  slot->in_buffer.assign(
+      std::max(bytes.size(), layout.out_aliases_in ? layout.out_capacity : bytes.size()), 0xa5);
+  std::copy(bytes.begin(), bytes.end(), slot->in_buffer.begin());
+  slot->out_buffer.assign(layout.out_aliases_in ? 0 : layout.out_capacity, 0x5a);
+  slot->out_base = layout.out_aliases_in ? slot->in_buffer.data() : slot->out_buffer.data();
+  slot->in_iov = Pieces(slot->in_buffer.data(), bytes.size(), layout.in_piece);
+  slot->out_iov = Pieces(slot->out_base, layout.out_capacity, layout.out_piece);
+  slot->request->in = slot->in_iov.data();
+  slot->request->in_count = static_cast<int>(slot->in_iov.size());
+  slot->request->out = slot->out_iov.data();
+  slot->request->out_count = static_cast<int>(slot->out_iov.size());
+}
 
-  std::vector<struct iovec> in_iov = Pieces(in_buffer.data(), request.size(), layout.in_piece);
-  std::vector<struct iovec> out_iov = Pieces(out_base, layout.out_capacity, layout.out_piece);
-  auto slot = std::make_unique<Request>();
-  slot->in = in_iov.data();
-  slot->in_count = static_cast<int>(in_iov.size());
-  slot->out = out_iov.data();
-  slot->out_count = static_cast<int>(out_iov.size());
+}  // namespace
 
-  completions_ = 0;
-  queue_->Dispatch(slot.get());
+void CoreHarness::PollUntilDone(const std::vector<Outcome>& outcomes) {
+  auto done = [&outcomes] {
+    return std::all_of(outcomes.begin(), outcomes.end(),
+                       [](const Outcome& outcome) { return outcome.completions > 0; });
+  };
   const uint64_t deadline = NowMs() + 10000;
   block::IoQueue& io = queue_->io_queue();
-  while (completions_ == 0 && NowMs() < deadline) {
+  while (!done() && NowMs() < deadline) {
     io.Poll();
-    if (completions_ != 0) break;
+    if (done()) break;
     if (io.event_fd() >= 0) {
       struct pollfd fd = {io.event_fd(), POLLIN, 0};
       ::poll(&fd, 1, 10);
@@ -133,17 +144,37 @@ Reply CoreHarness::Run(const std::vector<uint8_t>& request, const Layout& layout
   }
   // Anything still pending would show up as a second completion here.
   io.Poll();
-  reply.completions = completions_;
-  reply.result = last_result_;
-  if (completions_ == 0) {
-    ADD_FAILURE() << "request did not complete within 10 s";
-    return reply;
+  if (!done()) ADD_FAILURE() << "requests did not complete within 10 s";
+}
+
+std::vector<Reply> CoreHarness::RunConcurrently(const std::vector<std::vector<uint8_t>>& requests,
+                                                const Layout& layout) {
+  std::vector<Reply> replies(requests.size());
+  if (queue_ == nullptr) {
+    ADD_FAILURE() << "no queue";
+    return replies;
   }
-  if (reply.result > 0) {
-    size_t n = std::min<size_t>(reply.result, layout.out_capacity);
-    reply.bytes.assign(out_base, out_base + n);
+  std::vector<Slot> slots(requests.size());
+  std::vector<Outcome> outcomes(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Prepare(requests[i], layout, &slots[i]);
+    slots[i].request->transport = &outcomes[i];
+    queue_->Dispatch(slots[i].request.get());
   }
-  return reply;
+  PollUntilDone(outcomes);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    replies[i].completions = outcomes[i].completions;
+    replies[i].result = outcomes[i].result;
+    if (outcomes[i].result > 0) {
+      const size_t n = std::min<size_t>(outcomes[i].result, layout.out_capacity);
+      replies[i].bytes.assign(slots[i].out_base, slots[i].out_base + n);
+    }
+  }
+  return replies;
+}
+
+Reply CoreHarness::Run(const std::vector<uint8_t>& request, const Layout& layout) {
+  return RunConcurrently({request}, layout).front();
 }
 
 void CoreHarness::Init() {

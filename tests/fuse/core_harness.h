@@ -58,7 +58,7 @@ struct Reply {
 
 // How to lay the buffers out.
 struct Layout {
-  size_t out_capacity = 2u << 20;
+  size_t out_capacity = (1u << 20) + 4096;  // a maximal READ reply fits
   // Cut `in` and `out` into iovecs of at most this many bytes (0: one iovec each).
   size_t in_piece = 0;
   size_t out_piece = 0;
@@ -73,6 +73,9 @@ class CoreHarness {
   ~CoreHarness();
 
   Reply Run(const std::vector<uint8_t>& request, const Layout& layout = Layout());
+  // Dispatches all requests before polling once, so that they are in flight together.
+  std::vector<Reply> RunConcurrently(const std::vector<std::vector<uint8_t>>& requests,
+                                     const Layout& layout = Layout());
   // INIT with protocol 7.38 and everything the kernel offers; expects success.
   void Init();
 
@@ -86,8 +89,12 @@ class CoreHarness {
   std::shared_ptr<block::BlockNode> node_;
   std::shared_ptr<Session> session_;
   std::unique_ptr<Queue> queue_;
-  int completions_ = 0;
-  int64_t last_result_ = 0;
+  // Per dispatched slot (Request::transport points at its entry).
+  struct Outcome {
+    int completions = 0;
+    int64_t result = 0;
+  };
+  void PollUntilDone(const std::vector<Outcome>& outcomes);
 };
 
 // Requests for the common opcodes.
