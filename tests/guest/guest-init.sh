@@ -9,6 +9,7 @@
 #   [0, pattern_mib)                    random pattern written by the host
 #   [copy_mib, copy_mib + pattern_mib)  the guest copies the pattern here, page cache + fsync
 #   [direct_mib, ... + pattern_mib)     the guest copies the pattern here with O_DIRECT
+#   [parallel_mib, ... + pattern_mib)   ditto, by one O_DIRECT writer per MiB at the same time
 #   [fs_mib, fs_mib + fs_size_mib)      an ext4 filesystem made by the host (optional)
 
 PATH=/bin
@@ -66,6 +67,7 @@ pattern_mib=$(param pattern_mib) && require pattern_mib "$pattern_mib"
 pattern_sha256=$(param pattern_sha256) && require pattern_sha256 "$pattern_sha256"
 copy_mib=$(param copy_mib) && require copy_mib "$copy_mib"
 direct_mib=$(param direct_mib) && require direct_mib "$direct_mib"
+parallel_mib=$(param parallel_mib) && require parallel_mib "$parallel_mib"
 
 mount -t virtiofs "$tag" /mnt || fail "mount -t virtiofs $tag"
 step "mounted $tag after $(cut -d' ' -f1 /proc/uptime) s"
@@ -89,8 +91,20 @@ dd if="$image" of="$image" bs=1M count="$pattern_mib" seek="$copy_mib" conv=notr
   2>/dev/null || fail "buffered copy to $copy_mib MiB"
 dd if="$image" of="$image" bs=64k count=$((pattern_mib * 16)) seek=$((direct_mib * 16)) \
   iflag=direct oflag=direct conv=notrunc 2>/dev/null || fail "O_DIRECT copy to $direct_mib MiB"
+# Concurrent writers keep several requests in flight, so the backend completes them out of order.
+writers=
+mib=0
+while [ "$mib" -lt "$pattern_mib" ]; do
+  dd if="$image" of="$image" bs=4k count=256 skip=$((mib * 256)) \
+    seek=$(((parallel_mib + mib) * 256)) iflag=direct oflag=direct conv=notrunc 2>/dev/null &
+  writers="$writers $!"
+  mib=$((mib + 1))
+done
+for writer in $writers; do
+  wait "$writer" || fail "a concurrent O_DIRECT writer to $parallel_mib MiB failed"
+done
 drop_caches
-for offset in "$copy_mib" "$direct_mib"; do
+for offset in "$copy_mib" "$direct_mib" "$parallel_mib"; do
   sha=$(region_sha256 "$image" "$offset" "$pattern_mib" iflag=direct)
   [ "$sha" = "$pattern_sha256" ] || fail "copy at $offset MiB reads back as $sha (O_DIRECT)"
   sha=$(region_sha256 "$image" "$offset" "$pattern_mib" "")

@@ -89,13 +89,15 @@ else
   kernel_image=$kernel/vmlinuz
 fi
 
-# The image: a random pattern at 0 that the guest copies to copy_mib (page cache) and direct_mib
-# (O_DIRECT); an ext4 filesystem at fs_mib that the guest edits through a loop device.
+# The image: a random pattern at 0 that the guest copies to copy_mib (page cache), direct_mib
+# (O_DIRECT) and parallel_mib (concurrent O_DIRECT writers); an ext4 filesystem at fs_mib that the
+# guest edits through a loop device.
 file=disk0
 size_mib=64
 pattern_mib=4
 copy_mib=4
 direct_mib=8
+parallel_mib=12
 fs_mib=16
 fs_size_mib=32
 share=$work/share
@@ -115,10 +117,13 @@ mkfs.ext4 -q -F -d "$work/fs-content" "$work/fs.img" "${fs_size_mib}M" ||
 dd if="$work/fs.img" of="$image" bs=1M seek="$fs_mib" conv=notrunc status=none
 
 socket=$work/vhost-user-fs.sock
-rm -f "$socket"
+# bexd writes its pid file once its exports listen. virtiofsd has no such signal; its socket
+# appears at bind(), just before listen(), far less time than QEMU takes to start.
+ready=$work/bexd.pid
+rm -f "$socket" "$ready"
 case $backend in
   bexd)
-    "$bexd" --blockdev "driver=file,node-name=$file,filename=$image" \
+    "$bexd" --pidfile "$ready" --blockdev "driver=file,node-name=$file,filename=$image" \
       --export "type=vhost-user-fs,id=vfs0,node-name=$file,addr.type=unix,addr.path=$socket,tag=images,writable=on,num-request-queues=$queues" \
       >"$work/backend.log" 2>&1 &
     ;;
@@ -126,6 +131,7 @@ case $backend in
     # Its seccomp filter kills it when glibc creates a ninth malloc arena.
     MALLOC_ARENA_MAX=8 "$virtiofsd" --socket-path="$socket" -o source="$share" -o cache=none \
       >"$work/backend.log" 2>&1 &
+    ready=$socket
     ;;
 esac
 backend_pid=$!
@@ -137,9 +143,9 @@ backend_failed() {
 }
 
 deadline=$((SECONDS + 10))
-until [[ -S $socket ]]; do
+until [[ -s $ready || -S $ready ]]; do
   kill -0 "$backend_pid" 2>/dev/null || backend_failed "$backend exited before listening on $socket"
-  ((SECONDS < deadline)) || backend_failed "$backend did not create $socket within 10 s"
+  ((SECONDS < deadline)) || backend_failed "$backend did not get ready ($ready) within 10 s"
   sleep 0.1
 done
 
@@ -152,7 +158,7 @@ qemu_command=(
   -chardev "socket,id=c0,path=$socket"
   -device "vhost-user-fs-pci,chardev=c0,tag=images,num-request-queues=$queues"
   -kernel "$kernel_image" -initrd "$work/initramfs.cpio"
-  -append "console=ttyS0 panic=-1 loglevel=4 bexd.tag=images bexd.file=$file bexd.size=$((size_mib << 20)) bexd.pattern_mib=$pattern_mib bexd.pattern_sha256=$pattern_sha256 bexd.copy_mib=$copy_mib bexd.direct_mib=$direct_mib bexd.fs_mib=$fs_mib"
+  -append "console=ttyS0 panic=-1 loglevel=4 bexd.tag=images bexd.file=$file bexd.size=$((size_mib << 20)) bexd.pattern_mib=$pattern_mib bexd.pattern_sha256=$pattern_sha256 bexd.copy_mib=$copy_mib bexd.direct_mib=$direct_mib bexd.parallel_mib=$parallel_mib bexd.fs_mib=$fs_mib"
   -serial "file:$work/console.log"
 )
 printf '%q ' "${qemu_command[@]}" >"$work/qemu-command"
@@ -216,7 +222,7 @@ backend_pid=
 ((backend_status == 0)) || backend_failed "$backend exited with status $backend_status"
 
 # The host's view of what the guest wrote.
-for offset in "$copy_mib" "$direct_mib"; do
+for offset in "$copy_mib" "$direct_mib" "$parallel_mib"; do
   cmp -s -n $((pattern_mib << 20)) -i 0:$((offset << 20)) "$work/pattern" "$image" ||
     die "the backing file at $offset MiB does not hold the pattern the guest wrote"
 done
