@@ -1,0 +1,220 @@
+#include "export/vhost_user_fs_export.h"
+
+#include <absl/strings/str_format.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "export/flush_node.h"
+#include "export/vhost_user_channel.h"
+#include "util/log.h"
+
+namespace bexd::exp {
+namespace {
+
+absl::Status Annotate(const std::string& id, const absl::Status& status) {
+  return absl::Status(status.code(),
+                      absl::StrFormat("export '%s': %s", id, std::string(status.message())));
+}
+
+absl::Status Errno(const std::string& what) {
+  return absl::InternalError(absl::StrFormat("%s: %s", what, strerror(errno)));
+}
+
+}  // namespace
+
+VhostUserFsExport::VhostUserFsExport(const ExportOptions& options,
+                                     std::shared_ptr<block::BlockNode> node,
+                                     std::shared_ptr<fuse::Session> session)
+    : Export(options.id, std::move(node)),
+      socket_path_(std::get<VhostUserFsExportOptions>(options.transport).socket_path),
+      tag_(std::get<VhostUserFsExportOptions>(options.transport).tag),
+      session_(std::move(session)) {}
+
+absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
+    const ExportOptions& options, std::shared_ptr<block::BlockNode> node) {
+  const auto& vhost_options = std::get<VhostUserFsExportOptions>(options.transport);
+  if (vhost_options.num_request_queues == 0 ||
+      vhost_options.num_request_queues > kMaxRequestQueues) {
+    return Annotate(options.id, absl::InvalidArgumentError(absl::StrFormat(
+                                    "num-request-queues is %d, expected 1 to %d",
+                                    vhost_options.num_request_queues, kMaxRequestQueues)));
+  }
+  fuse::SessionOptions session_options;
+  session_options.writable = options.writable;
+  session_options.growable = vhost_options.growable;
+  session_options.writethrough = options.writethrough;
+  session_options.directory_root = true;
+  session_options.file_name =
+      vhost_options.file_name.empty() ? node->node_name() : vhost_options.file_name;
+  absl::StatusOr<std::shared_ptr<fuse::Session>> session =
+      fuse::Session::Create(node, std::move(session_options));
+  if (!session.ok()) return Annotate(options.id, session.status());
+
+  std::unique_ptr<VhostUserFsExport> vhost_export(
+      new VhostUserFsExport(options, std::move(node), std::move(*session)));
+  std::vector<VhostUserQueueWorker*> workers;
+  for (uint32_t i = 0; i <= vhost_options.num_request_queues; ++i) {
+    std::string name = i == 0 ? absl::StrFormat("export '%s' hiprio queue", options.id)
+                              : absl::StrFormat("export '%s' request queue %d", options.id, i);
+    absl::StatusOr<std::unique_ptr<VhostUserQueueWorker>> worker =
+        VhostUserQueueWorker::Create(vhost_export->session_, std::move(name));
+    if (!worker.ok()) return Annotate(options.id, worker.status());
+    workers.push_back(worker->get());
+    vhost_export->workers_.push_back(std::move(*worker));
+  }
+  vhost_export->device_ = std::make_unique<VhostUserDevice>(
+      absl::StrFormat("export '%s'", options.id), std::move(workers));
+  if (absl::Status status = vhost_export->Listen(); !status.ok()) {
+    return Annotate(options.id, status);
+  }
+  vhost_export->thread_ = std::thread(&VhostUserFsExport::ServeConnections, vhost_export.get());
+  log::Info(
+      "export '{}': node '{}' served over vhost-user-fs on '{}' (tag '{}', file '{}', {}, "
+      "{} request queue{})",
+      options.id, vhost_export->node()->node_name(), vhost_export->socket_path_, vhost_export->tag_,
+      vhost_export->session_->options().file_name, options.writable ? "writable" : "read-only",
+      vhost_options.num_request_queues, vhost_options.num_request_queues == 1 ? "" : "s");
+  return vhost_export;
+}
+
+VhostUserFsExport::~VhostUserFsExport() { Stop(); }
+
+absl::Status VhostUserFsExport::Listen() {
+  struct sockaddr_un address = {};
+  address.sun_family = AF_UNIX;
+  if (socket_path_.empty() || socket_path_.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrFormat("socket path '%s' must have 1 to %d bytes",
+                                                      socket_path_, sizeof(address.sun_path) - 1));
+  }
+  memcpy(address.sun_path, socket_path_.data(), socket_path_.size());
+  // A socket left behind by an earlier run is replaced; anything else at the path is kept.
+  struct stat st;
+  if (lstat(socket_path_.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::AlreadyExistsError(
+          absl::StrFormat("'%s' exists and is not a socket", socket_path_));
+    }
+    if (unlink(socket_path_.c_str()) != 0) {
+      return Errno(absl::StrFormat("cannot remove the stale socket '%s'", socket_path_));
+    }
+  }
+  stop_fd_.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!stop_fd_) return Errno("cannot create an eventfd");
+  listen_fd_.Reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!listen_fd_) return Errno("cannot create a unix socket");
+  if (bind(listen_fd_.get(), reinterpret_cast<struct sockaddr*>(&address), sizeof(address)) != 0) {
+    return Errno(absl::StrFormat("cannot bind '%s'", socket_path_));
+  }
+  if (listen(listen_fd_.get(), 1) != 0) {
+    int error = errno;
+    unlink(socket_path_.c_str());
+    errno = error;
+    return Errno(absl::StrFormat("cannot listen on '%s'", socket_path_));
+  }
+  return absl::OkStatus();
+}
+
+void VhostUserFsExport::ServeConnections() {
+  for (;;) {
+    struct pollfd fds[3] = {{stop_fd_.get(), POLLIN, 0},
+                            {listen_fd_.get(), POLLIN, 0},
+                            {connection_fd_.get(), POLLIN, 0}};
+    int n = poll(fds, connection_fd_ ? 3 : 2, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      log::Error("export '{}': poll: {}", id(), strerror(errno));
+      break;
+    }
+    if (fds[0].revents) break;
+    if (fds[1].revents & POLLIN) {
+      UniqueFd connection(
+          accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      if (!connection) {
+        log::Warn("export '{}': accept: {}", id(), strerror(errno));
+      } else if (connection_fd_) {
+        log::Warn("export '{}': refusing a second frontend while one is connected", id());
+      } else {
+        log::Info("export '{}': frontend connected", id());
+        connection_fd_ = std::move(connection);
+        connected_.store(true, std::memory_order_relaxed);
+      }
+    }
+    if (connection_fd_ && fds[2].revents != 0 && !ServeMessage()) Disconnect();
+  }
+  Disconnect();
+}
+
+bool VhostUserFsExport::ServeMessage() {
+  vhost::Message message;
+  absl::Status status = vhost::ReceiveMessage(connection_fd_.get(), stop_fd_.get(), &message);
+  if (absl::IsCancelled(status)) return false;
+  if (absl::IsUnavailable(status)) {
+    log::Info("export '{}': frontend disconnected ({})", id(), std::string(status.message()));
+    return false;
+  }
+  if (!status.ok()) {
+    log::Warn("export '{}': closing the frontend connection: {}", id(),
+              std::string(status.message()));
+    return false;
+  }
+  VhostUserDevice::Reply reply;
+  status = device_->Handle(message, &reply);
+  if (reply.send) {
+    absl::Status sent = vhost::SendMessage(connection_fd_.get(), stop_fd_.get(), reply.header,
+                                           reply.payload, reply.header.size);
+    if (!sent.ok()) {
+      log::Info("export '{}': cannot reply to the frontend: {}", id(), std::string(sent.message()));
+      return false;
+    }
+  }
+  if (!status.ok()) {
+    // With a negative acknowledgement sent the frontend knows and may go on.
+    log::Warn("{}{}", std::string(status.message()), reply.send ? "" : "; closing the connection");
+    return reply.send;
+  }
+  return true;
+}
+
+void VhostUserFsExport::Disconnect() {
+  if (!connection_fd_) return;
+  device_->Reset();
+  connection_fd_.Reset();
+  connected_.store(false, std::memory_order_relaxed);
+  log::Info("export '{}': rings stopped, guest memory unmapped; waiting for a frontend", id());
+}
+
+void VhostUserFsExport::Stop() {
+  std::lock_guard lock(stop_mutex_);
+  if (stopped_) return;
+  stopped_ = true;
+  if (thread_.joinable()) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(stop_fd_.get(), &one, sizeof(one));
+    thread_.join();
+  }
+  if (listen_fd_) {
+    listen_fd_.Reset();
+    unlink(socket_path_.c_str());
+  }
+  if (session_->options().writable) {
+    if (absl::Status status = FlushNode(*node()); !status.ok()) {
+      log::Error("export '{}': flush on stop failed: {}", id(), std::string(status.message()));
+    }
+  }
+  log::Info("export '{}': stopped", id());
+}
+
+std::vector<fuse::QueueStatsSnapshot> VhostUserFsExport::Stats() const {
+  std::vector<fuse::QueueStatsSnapshot> stats;
+  for (const auto& worker : workers_) stats.push_back(worker->Stats());
+  return stats;
+}
+
+}  // namespace bexd::exp
