@@ -45,8 +45,39 @@ struct RunResult {
   std::string output;  // stdout and stderr, interleaved
 };
 
+using Clock = std::chrono::steady_clock;
+
+// Appends what arrives on `fd` to `output` until end of file (true) or `until` (false).
+bool ReadUntil(int fd, Clock::time_point until, std::string& output) {
+  while (Clock::now() < until) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    pollfd poll_fd{.fd = fd, .events = POLLIN, .revents = 0};
+    int ready = poll(&poll_fd, 1, static_cast<int>(left.count()) + 1);
+    if (ready < 0 && errno != EINTR) return false;
+    if (ready <= 0) continue;
+    char buffer[4096];
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      output.append(buffer, n);
+    } else if (n == 0 || errno != EINTR) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Waits for `pid` until `until`; true once it is reaped.
+bool ReapUntil(pid_t pid, Clock::time_point until, int& wait_status) {
+  do {
+    if (waitpid(pid, &wait_status, WNOHANG) == pid) return true;
+    usleep(100'000);
+  } while (Clock::now() < until);
+  return false;
+}
+
 // Runs argv in a new process group and collects its output. When `limit` passes, the whole group
-// (the script, QEMU and the backend) gets SIGTERM, then SIGKILL after kStopGrace.
+// (the script, QEMU and the backend) gets SIGTERM, and SIGKILL kStopGrace later; what the script
+// prints while it stops is kept.
 RunResult RunBounded(const std::vector<std::string>& argv, std::chrono::seconds limit) {
   RunResult result;
   int pipe_fds[2];
@@ -74,40 +105,19 @@ RunResult RunBounded(const std::vector<std::string>& argv, std::chrono::seconds 
   }
   setpgid(pid, pid);  // also here, so the group exists before any kill below
 
-  using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline = Clock::now() + limit;
-  bool reading = true;
-  while (reading && Clock::now() < deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    pollfd poll_fd{.fd = pipe_fds[0], .events = POLLIN, .revents = 0};
-    int ready = poll(&poll_fd, 1, static_cast<int>(left.count()) + 1);
-    if (ready < 0 && errno != EINTR) break;
-    if (ready <= 0) continue;
-    char buffer[4096];
-    ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
-    if (n > 0) {
-      result.output.append(buffer, n);
-    } else if (n == 0 || errno != EINTR) {
-      reading = false;
+  ReadUntil(pipe_fds[0], deadline, result.output);
+  if (!ReapUntil(pid, deadline, result.wait_status)) {
+    result.timed_out = true;
+    kill(-pid, SIGTERM);
+    const Clock::time_point grace = Clock::now() + kStopGrace;
+    ReadUntil(pipe_fds[0], grace, result.output);
+    if (!ReapUntil(pid, grace, result.wait_status)) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &result.wait_status, 0);
     }
   }
   close(pipe_fds[0]);
-
-  // The script closes its output when it exits; give it until the deadline, then stop the group.
-  auto reaped = [&](Clock::time_point until) {
-    do {
-      if (waitpid(pid, &result.wait_status, WNOHANG) == pid) return true;
-      usleep(100'000);
-    } while (Clock::now() < until);
-    return false;
-  };
-  if (reaped(deadline)) return result;
-  result.timed_out = true;
-  kill(-pid, SIGTERM);
-  if (!reaped(Clock::now() + kStopGrace)) {
-    kill(-pid, SIGKILL);
-    waitpid(pid, &result.wait_status, 0);
-  }
   return result;
 }
 

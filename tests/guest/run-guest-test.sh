@@ -25,14 +25,14 @@ backend=bexd
 bexd=${BEXD_BINARY:-}
 queues=2
 cache=${BEXD_GUEST_CACHE:-}
-work=
 keep_work=0
 timeout=240
 qemu=${QEMU:-qemu-system-x86_64}
 virtiofsd=${VIRTIOFSD:-/usr/lib/qemu/virtiofsd}
 
+work=
 die() {
-  echo "guest test: FAIL: $*" >&2
+  echo "guest test: FAIL: $*${work:+ (work directory $work kept)}" >&2
   exit 1
 }
 
@@ -78,11 +78,16 @@ cleanup() {
   return 0
 }
 trap cleanup EXIT
-trap 'exit 1' TERM INT HUP # so that cleanup runs
+interrupted() {
+  [[ -f $work/console.log ]] && tail -n 40 "$work/console.log" >&2
+  die "interrupted"
+}
+trap interrupted TERM INT HUP
 
 start=$SECONDS
 kernel=$("$here/fetch-kernel.sh" "$cache") || die "could not fetch the guest kernel"
 "$here/build-initramfs.sh" "$kernel" "$work/initramfs.cpio" || die "could not build the initramfs"
+echo "guest test: kernel $(cat "$kernel/release"), work directory $work" >&2
 if [[ -f $kernel/vmlinux ]]; then
   kernel_image=$kernel/vmlinux
 else
