@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -96,6 +97,15 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string_view>
       (name == "daemonize" ? command_line.daemonize : command_line.demo) = true;
       continue;
     }
+    ItemOption* item = nullptr;
+    for (ItemOption& candidate : items) {
+      if (name == candidate.name) item = &candidate;
+    }
+    static constexpr std::string_view kValued[] = {"config", "pidfile", "demo-dir", "log-level"};
+    if (item == nullptr &&
+        std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
+      return absl::InvalidArgumentError(fmt::format("unknown option '--{}' (see --help)", name));
+    }
     std::string_view value;
     if (inline_value) {
       value = *inline_value;
@@ -104,32 +114,23 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string_view>
     } else {
       return absl::InvalidArgumentError(fmt::format("{} needs a value (see --help)", arg));
     }
-    bool handled = false;
-    for (ItemOption& item : items) {
-      if (name != item.name) continue;
-      absl::Status status = AddItem(&command_line, &item, value);
-      if (!status.ok()) return status;
-      handled = true;
-    }
-    if (handled) continue;
-    if (name == "config") {
-      absl::Status status = AddConfigFile(&command_line, std::string(value));
-      if (!status.ok()) return status;
+    absl::Status status;
+    if (item != nullptr) {
+      status = AddItem(&command_line, item, value);
+    } else if (name == "config") {
+      status = AddConfigFile(&command_line, std::string(value));
+    } else if (value.empty()) {
+      status = absl::InvalidArgumentError(fmt::format("--{}: empty value", name));
     } else if (name == "pidfile") {
-      if (value.empty()) return absl::InvalidArgumentError("--pidfile: empty path");
       command_line.pidfile = AbsolutePath(std::string(value));
     } else if (name == "demo-dir") {
-      if (value.empty()) return absl::InvalidArgumentError("--demo-dir: empty path");
       command_line.demo = true;
       command_line.demo_dir = AbsolutePath(std::string(value));
-    } else if (name == "log-level") {
-      if (!log::ParseLevel(value, &command_line.log_level)) {
-        return absl::InvalidArgumentError(
-            fmt::format("--log-level: expected one of error, warn, info, debug; got '{}'", value));
-      }
-    } else {
-      return absl::InvalidArgumentError(fmt::format("unknown option '--{}' (see --help)", name));
+    } else if (!log::ParseLevel(value, &command_line.log_level)) {
+      status = absl::InvalidArgumentError(
+          fmt::format("--log-level: expected one of error, warn, info, debug; got '{}'", value));
     }
+    if (!status.ok()) return status;
   }
   absl::Status status = command_line.config.ResolveMonitors();
   if (!status.ok()) return status;

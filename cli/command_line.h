@@ -21,7 +21,7 @@ struct CommandLine {
   bool demo = false;
   std::string demo_dir;  // empty: the default state directory
   std::string pidfile;
-  log::Level log_level = log::Level::kInfo;
+  log::Level log_level = log::Level::kWarn;  // quiet by default, as QSD
 };
 
 // `args` excludes the program name. With no arguments at all, bexd runs the demo.

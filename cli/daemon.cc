@@ -93,7 +93,7 @@ absl::Status Daemon::AddBlockdev(const block::BlockdevOptions& options) {
   }
   absl::StatusOr<std::shared_ptr<block::BlockNode>> node = block::OpenBlockNode(options);
   if (!node.ok()) return node.status();
-  log::Info("opened node '{}': {}", options.node_name, (*node)->description());
+  log::Debug("opened node '{}': {}", options.node_name, (*node)->description());
   nodes_.push_back({options, *std::move(node)});
   return absl::OkStatus();
 }
@@ -167,8 +167,8 @@ absl::Status Daemon::AddExport(const ExportSpec& spec) {
   absl::StatusOr<std::unique_ptr<exp::Export>> running =
       exp::StartExport(spec.options, FindNode(spec.options.node_name)->node);
   if (!running.ok()) return running.status();
-  log::Info("export '{}' ({}) serves node '{}' at {}", spec.options.id, (*running)->type(),
-            spec.options.node_name, Endpoint(spec));
+  log::Debug("export '{}' ({}) serves node '{}' at {}", spec.options.id, (*running)->type(),
+             spec.options.node_name, Endpoint(spec));
   exports_.push_back({spec, *std::move(running)});
   return absl::OkStatus();
 }
@@ -195,7 +195,7 @@ void Daemon::StopAllExports() {
   while (!exports_.empty()) {
     LiveExport& last = exports_.back();
     last.running->Stop();
-    log::Info("export '{}' stopped", last.spec.options.id);
+    log::Debug("export '{}' stopped", last.spec.options.id);
     exports_.pop_back();
   }
 }

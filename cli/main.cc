@@ -1,0 +1,154 @@
+// bexd: parse and check every option, open the nodes, start the exports, then serve QMP and
+// signals on the main thread until asked to stop; stop every export before exiting.
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "cli/command_line.h"
+#include "cli/daemon.h"
+#include "cli/daemonize.h"
+#include "cli/demo.h"
+#include "cli/event_loop.h"
+#include "cli/pidfile.h"
+#include "cli/qmp_commands.h"
+#include "cli/qmp_server.h"
+#include "cli/sd_notify.h"
+#include "util/log.h"
+
+namespace bexd::cli {
+namespace {
+
+// Blocks the stop signals in this thread and so in every thread it starts later, and returns a
+// signalfd that reports them to the event loop.
+absl::StatusOr<int> StopSignalFd() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&signals, signal);
+  if (::pthread_sigmask(SIG_BLOCK, &signals, nullptr) != 0) {
+    return absl::InternalError("cannot block SIGINT/SIGTERM/SIGHUP");
+  }
+  int fd = ::signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (fd < 0) return absl::InternalError(fmt::format("signalfd: {}", std::strerror(errno)));
+  return fd;
+}
+
+// Runs after the command line was checked (and the demo set up). Returns the exit status.
+int Serve(const CommandLine& command_line, const DemoPaths* demo) {
+  StartupReport report = command_line.daemonize ? StartupReport::Daemonize() : StartupReport();
+  auto fail = [&](const absl::Status& status) {
+    report.Failed(std::string(status.message()));
+    return 1;
+  };
+  ::signal(SIGPIPE, SIG_IGN);
+  absl::StatusOr<int> signal_fd = StopSignalFd();
+  if (!signal_fd.ok()) return fail(signal_fd.status());
+
+  std::unique_ptr<Pidfile> pidfile;
+  if (!command_line.pidfile.empty()) {
+    absl::StatusOr<std::unique_ptr<Pidfile>> acquired = Pidfile::Acquire(command_line.pidfile);
+    if (!acquired.ok()) return fail(acquired.status());
+    pidfile = *std::move(acquired);
+  }
+
+  const DaemonConfig& config = command_line.config;
+  EventLoop loop;
+  if (!loop.status().ok()) return fail(loop.status());
+  Daemon daemon(config.iothreads);
+  QmpCommands commands(&daemon);
+  QmpServer server(&loop, &commands);
+  daemon.set_export_deleted_callback([&server](const std::string& id) {
+    server.Broadcast(QmpEvent("BLOCK_EXPORT_DELETED", {{"id", id}}));
+  });
+
+  for (const block::BlockdevOptions& options : config.blockdevs) {
+    absl::Status status = daemon.AddBlockdev(options);
+    if (!status.ok()) return fail(status);
+  }
+  absl::Status status = daemon.CheckNewExports(config.exports);
+  if (!status.ok()) return fail(status);
+  for (const MonitorSpec& monitor : config.monitors) {
+    status = server.Listen(monitor.path, monitor.pretty);
+    if (!status.ok()) return fail(status);
+  }
+  // Exports come last: a failure here stops the ones already started (Daemon's destructor).
+  for (const ExportSpec& spec : config.exports) {
+    status = daemon.AddExport(spec);
+    if (!status.ok()) return fail(status);
+  }
+  if (pidfile) {
+    status = pidfile->WritePid();
+    if (!status.ok()) return fail(status);
+  }
+
+  bool stop = false;
+  status = loop.Add(*signal_fd, EPOLLIN, [&](uint32_t) {
+    signalfd_siginfo info;
+    while (::read(*signal_fd, &info, sizeof(info)) == sizeof(info)) {
+      log::Info("received SIG{}; shutting down", ::sigabbrev_np(info.ssi_signo));
+      stop = true;
+    }
+  });
+  if (!status.ok()) return fail(status);
+
+  if (demo != nullptr) {
+    std::string text = DemoInstructions(*demo);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+  log::Info("ready: {} node(s), {} export(s)", config.blockdevs.size(), config.exports.size());
+  report.Succeeded();
+  NotifyServiceManager("READY=1");
+
+  while (!stop && !commands.quit_requested()) {
+    status = loop.RunOnce(-1);
+    if (!status.ok()) {
+      log::Error("event loop: {}", status.ToString());
+      break;
+    }
+  }
+  if (commands.quit_requested()) log::Info("quit requested over QMP; shutting down");
+  NotifyServiceManager("STOPPING=1");
+  server.FlushAll();
+  daemon.StopAllExports();
+  loop.Remove(*signal_fd);
+  ::close(*signal_fd);
+  return status.ok() ? 0 : 1;
+}
+
+int Main(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  absl::StatusOr<CommandLine> command_line = ParseCommandLine(args);
+  if (!command_line.ok()) {
+    log::Error("{}", std::string(command_line.status().message()));
+    return 1;
+  }
+  if (command_line->help) {
+    std::fputs(UsageText().c_str(), stdout);
+    return 0;
+  }
+  if (command_line->version) {
+    std::printf("bexd %s\n", BEXD_VERSION);
+    return 0;
+  }
+  log::SetLevel(command_line->log_level);
+  if (!command_line->demo) return Serve(*command_line, nullptr);
+  absl::StatusOr<DemoPaths> demo = SetUpDemo(command_line->demo_dir, &*command_line);
+  if (!demo.ok()) {
+    log::Error("{}", std::string(demo.status().message()));
+    return 1;
+  }
+  return Serve(*command_line, &*demo);
+}
+
+}  // namespace
+}  // namespace bexd::cli
+
+int main(int argc, char** argv) { return bexd::cli::Main(argc, argv); }

@@ -1,0 +1,30 @@
+// --pidfile: a file locked (flock) for the daemon's whole life, holding its pid once it serves.
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <memory>
+#include <string>
+
+namespace bexd::cli {
+
+class Pidfile {
+ public:
+  // Creates or opens `path` and locks it. Fails, naming the holder's pid, while another process
+  // holds the lock; a file left by a process that is gone is taken over.
+  static absl::StatusOr<std::unique_ptr<Pidfile>> Acquire(const std::string& path);
+  ~Pidfile();  // removes the file, then drops the lock
+  Pidfile(const Pidfile&) = delete;
+  Pidfile& operator=(const Pidfile&) = delete;
+
+  // Replaces the content with this process's pid.
+  absl::Status WritePid();
+
+ private:
+  Pidfile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+
+  std::string path_;
+  int fd_;
+};
+
+}  // namespace bexd::cli

@@ -1,0 +1,161 @@
+// The real bexd with bad options: exit status 1, exactly one error line naming the option, and
+// nothing mounted, not even the exports whose own options were fine.
+#include <gtest/gtest.h>
+
+#include "tests/cli/bexd_process.h"
+
+namespace bexd::testing {
+namespace {
+
+class BinaryErrorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    image_ = dir_.File("disk.img", 1 << 20);
+    mountpoint_ = dir_.File("mnt");
+    second_mountpoint_ = dir_.File("mnt2");
+  }
+
+  // Runs bexd and checks the common contract; returns the error line.
+  std::string ExpectOneError(const std::vector<std::string>& args) {
+    RunResult result = RunBexd(args);
+    EXPECT_EQ(result.exit_status, 1) << result.err;
+    EXPECT_EQ(CountLines(result.err), 1) << result.err;
+    EXPECT_TRUE(result.err.starts_with("bexd: error: ")) << result.err;
+    EXPECT_EQ(result.out, "");
+    EXPECT_FALSE(IsMounted(mountpoint_));
+    EXPECT_FALSE(IsMounted(second_mountpoint_));
+    std::string line = result.err;
+    if (line.starts_with("bexd: error: ")) line.erase(0, 13);
+    if (line.ends_with("\n")) line.pop_back();
+    return line;
+  }
+
+  std::string GoodBlockdev() const { return "driver=file,node-name=disk0,filename=" + image_; }
+  std::string GoodExport() const {
+    return "type=fuse,id=exp0,node-name=disk0,writable=on,mountpoint=" + mountpoint_;
+  }
+
+  TempDir dir_;
+  std::string image_;
+  std::string mountpoint_;
+  std::string second_mountpoint_;
+};
+
+TEST_F(BinaryErrorsTest, HelpAndVersion) {
+  RunResult help = RunBexd({"--help"});
+  EXPECT_EQ(help.exit_status, 0);
+  EXPECT_TRUE(help.out.starts_with("Usage: bexd")) << help.out;
+  RunResult version = RunBexd({"--version"});
+  EXPECT_EQ(version.exit_status, 0);
+  EXPECT_EQ(version.out, "bexd " BEXD_VERSION "\n");
+}
+
+TEST_F(BinaryErrorsTest, BadValue) {
+  EXPECT_EQ(ExpectOneError(
+                {"--blockdev", GoodBlockdev() + ",cache.direct=maybe", "--export", GoodExport()}),
+            "--blockdev: cache.direct: expected on or off, got \"maybe\"");
+}
+
+TEST_F(BinaryErrorsTest, UnknownKey) {
+  EXPECT_EQ(
+      ExpectOneError({"--blockdev", GoodBlockdev(), "--export", GoodExport() + ",colour=red"}),
+      "--export: colour: unknown option (known here: allow-other, fixed-iothread, growable, "
+      "id, iothread, mountpoint, node-name, num-queues, type, writable, writethrough)");
+}
+
+TEST_F(BinaryErrorsTest, MissingRequiredKey) {
+  EXPECT_EQ(ExpectOneError({"--blockdev", "driver=file,node-name=disk0", "--export", GoodExport()}),
+            "--blockdev: filename: missing (required)");
+}
+
+TEST_F(BinaryErrorsTest, WrongJsonType) {
+  EXPECT_EQ(ExpectOneError({"--blockdev", GoodBlockdev(), "--export",
+                            R"({"type":"fuse","id":"e","node-name":"disk0","mountpoint":")" +
+                                mountpoint_ + R"(","writable":"on"})"}),
+            "--export: writable: expected true or false, got \"on\"");
+}
+
+TEST_F(BinaryErrorsTest, UnparsableJson) {
+  std::string line = ExpectOneError({"--blockdev", R"({"driver": "file", "node-name": )"});
+  EXPECT_TRUE(line.starts_with("--blockdev: invalid JSON: line 1, column 33")) << line;
+}
+
+TEST_F(BinaryErrorsTest, MissingImageFile) {
+  std::string line =
+      ExpectOneError({"--blockdev", GoodBlockdev() + ".missing", "--export", GoodExport()});
+  EXPECT_NE(line.find("disk0"), std::string::npos) << line;
+  EXPECT_NE(line.find("No such file or directory"), std::string::npos) << line;
+}
+
+TEST_F(BinaryErrorsTest, MountpointNotARegularFile) {
+  EXPECT_EQ(ExpectOneError({"--blockdev", GoodBlockdev(), "--export",
+                            "type=fuse,id=e,node-name=disk0,mountpoint=" + dir_.path()}),
+            "--export: mountpoint: '" + dir_.path() +
+                "' is not a regular file (a FUSE export is mounted over an existing regular file)");
+}
+
+TEST_F(BinaryErrorsTest, UnknownNodeName) {
+  EXPECT_EQ(ExpectOneError({"--blockdev", GoodBlockdev(), "--export", GoodExport(), "--export",
+                            "type=fuse,id=exp1,node-name=nope,mountpoint=" + second_mountpoint_}),
+            "export 'exp1': node-name 'nope' does not name a block node");
+}
+
+TEST_F(BinaryErrorsTest, DuplicateNodeName) {
+  EXPECT_EQ(ExpectOneError({"--blockdev", GoodBlockdev(), "--blockdev",
+                            "driver=null-co,node-name=disk0", "--export", GoodExport()}),
+            "node-name 'disk0' is already in use");
+}
+
+TEST_F(BinaryErrorsTest, DuplicateExportIdMountsNothing) {
+  EXPECT_EQ(ExpectOneError({"--blockdev", GoodBlockdev(), "--export", GoodExport(), "--export",
+                            "type=fuse,id=exp0,node-name=disk0,mountpoint=" + second_mountpoint_}),
+            "export 'exp0': id is already in use");
+}
+
+TEST_F(BinaryErrorsTest, SameMountpointTwice) {
+  EXPECT_EQ(ExpectOneError({"--blockdev", GoodBlockdev(), "--export", GoodExport(), "--export",
+                            "type=fuse,id=exp1,node-name=disk0,mountpoint=" + mountpoint_}),
+            "export 'exp1': '" + mountpoint_ + "' is already used by export 'exp0'");
+}
+
+TEST_F(BinaryErrorsTest, WritableExportOfReadOnlyNode) {
+  EXPECT_EQ(
+      ExpectOneError({"--blockdev", GoodBlockdev() + ",read-only=on", "--export", GoodExport()}),
+      "export 'exp0': node 'disk0' is read-only; writable=on needs a writable node");
+}
+
+TEST_F(BinaryErrorsTest, UnknownIothread) {
+  EXPECT_EQ(ExpectOneError({"--object", "iothread,id=t0", "--blockdev", GoodBlockdev(), "--export",
+                            GoodExport() + ",iothread=t1"}),
+            "export 'exp0': iothread 't1' does not name an --object iothread");
+}
+
+TEST_F(BinaryErrorsTest, BadConfigFile) {
+  std::string config = dir_.path() + "/bexd.json";
+  std::ofstream(config) << R"({"blockdev": [{"driver": "file", "node-name": "disk0", "filename": ")"
+                        << image_ << R"("}], "export": [{"type": "fuse", "id": "e", )"
+                        << R"("node-name": "disk0", "mountpoint": ")" << mountpoint_
+                        << R"(", "num-queues": "two"}]})";
+  EXPECT_EQ(
+      ExpectOneError({"--config", config}),
+      "--config " + config + ": export[0].num-queues: expected a positive integer, got \"two\"");
+}
+
+TEST_F(BinaryErrorsTest, FailedExportStartStopsTheExportsAlreadyStarted) {
+  // The second export passes every check but cannot listen: its socket's directory is missing.
+  std::string line = ExpectOneError(
+      {"--blockdev", GoodBlockdev(), "--export", GoodExport(), "--export",
+       "type=vhost-user-fs,id=vhost0,node-name=disk0,addr.type=unix,tag=t,addr.path=" +
+           dir_.path() + "/missing/vhost.sock"});
+  EXPECT_NE(line.find("vhost0"), std::string::npos) << line;
+}
+
+TEST_F(BinaryErrorsTest, MonitorSocketPathTakenByAFile) {
+  std::string taken = dir_.File("qmp.sock");
+  EXPECT_EQ(ExpectOneError({"--blockdev", GoodBlockdev(), "--export", GoodExport(), "--monitor",
+                            "path=" + taken}),
+            "monitor socket '" + taken + "': the path exists and is not a socket");
+}
+
+}  // namespace
+}  // namespace bexd::testing

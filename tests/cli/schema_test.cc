@@ -1,0 +1,324 @@
+// The shared schema layer: keyval and JSON spellings give the same options, and every bad input
+// gives one message naming the key.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "cli/blockdev_schema.h"
+#include "cli/control_schema.h"
+#include "cli/export_schema.h"
+#include "cli/json_text.h"
+#include "cli/keyval.h"
+
+namespace bexd::cli {
+namespace {
+
+using nlohmann::json;
+
+json Keyval(std::string_view text, std::string_view implied = {}) {
+  absl::StatusOr<json> parsed = ParseKeyval(text, implied);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return parsed.ok() ? *parsed : json::object();
+}
+
+std::string BlockdevError(const json& object, Syntax syntax, const std::string& path = "") {
+  absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(object, syntax, path);
+  EXPECT_FALSE(options.ok()) << object.dump();
+  return options.ok() ? "" : std::string(options.status().message());
+}
+
+std::string ExportError(const json& object, Syntax syntax) {
+  absl::StatusOr<ExportSpec> spec = ParseExportOptions(object, syntax);
+  EXPECT_FALSE(spec.ok()) << object.dump();
+  return spec.ok() ? "" : std::string(spec.status().message());
+}
+
+class SchemaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/bexd-schema-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    mountpoint_ = dir_ + "/mnt";
+    std::ofstream(mountpoint_).put('\0');
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string dir_;
+  std::string mountpoint_;
+};
+
+TEST(BlockdevSchemaTest, FileFromKeyval) {
+  absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(
+      Keyval("driver=file,node-name=disk0,filename=/img/disk.img,cache.direct=on,"
+             "cache.no-flush=yes,aio=threads,discard=unmap,locking=off,read-only=true"),
+      Syntax::kKeyval);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->node_name, "disk0");
+  EXPECT_TRUE(options->read_only);
+  const auto& file = std::get<block::FileOptions>(options->driver);
+  EXPECT_EQ(file.filename, "/img/disk.img");
+  EXPECT_TRUE(file.cache_direct);
+  EXPECT_TRUE(file.cache_no_flush);
+  EXPECT_EQ(file.aio, block::AioMode::kThreads);
+  EXPECT_EQ(file.discard, block::DiscardMode::kUnmap);
+  EXPECT_EQ(file.locking, block::LockingMode::kOff);
+}
+
+TEST(BlockdevSchemaTest, FileFromJsonMatchesKeyval) {
+  absl::StatusOr<json> object = ParseJsonText(
+      R"({"driver":"file","node-name":"disk0","filename":"/img/disk.img",
+          "cache":{"direct":true},"aio":"native","discard":"ignore"})");
+  ASSERT_TRUE(object.ok());
+  absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(*object, Syntax::kJson);
+  ASSERT_TRUE(options.ok()) << options.status();
+  const auto& file = std::get<block::FileOptions>(options->driver);
+  EXPECT_TRUE(file.cache_direct);
+  EXPECT_FALSE(file.cache_no_flush);
+  EXPECT_EQ(file.aio, block::AioMode::kNative);
+  EXPECT_EQ(file.discard, block::DiscardMode::kIgnore);
+  EXPECT_EQ(file.locking, block::LockingMode::kAuto);
+}
+
+TEST(BlockdevSchemaTest, RelativeFilenameBecomesAbsolute) {
+  absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(
+      Keyval("driver=file,node-name=d,filename=sub/../disk.img"), Syntax::kKeyval);
+  ASSERT_TRUE(options.ok()) << options.status();
+  std::string expected = std::filesystem::current_path() / "disk.img";
+  EXPECT_EQ(std::get<block::FileOptions>(options->driver).filename, expected);
+}
+
+TEST(BlockdevSchemaTest, NullAndItsAlias) {
+  for (std::string_view driver : {"null-co", "null"}) {
+    absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(
+        Keyval(std::string(driver) + ",node-name=n0,size=64M,read-zeroes=on,latency-ns=1000",
+               "driver"),
+        Syntax::kKeyval);
+    ASSERT_TRUE(options.ok()) << options.status();
+    const auto& null = std::get<block::NullOptions>(options->driver);
+    EXPECT_EQ(null.size, uint64_t{64} << 20);
+    EXPECT_TRUE(null.read_zeroes);
+    EXPECT_EQ(null.latency_ns, 1000u);
+  }
+}
+
+TEST(BlockdevSchemaTest, SizeSuffixes) {
+  struct Case {
+    std::string_view text;
+    uint64_t bytes;
+  } cases[] = {{"512", 512},
+               {"4k", 4096},
+               {"4K", 4096},
+               {"1G", uint64_t{1} << 30},
+               {"2T", uint64_t{2} << 40},
+               {"1E", uint64_t{1} << 60}};
+  for (const Case& c : cases) {
+    absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(
+        Keyval("driver=null-co,node-name=n,size=" + std::string(c.text)), Syntax::kKeyval);
+    ASSERT_TRUE(options.ok()) << c.text << ": " << options.status();
+    EXPECT_EQ(std::get<block::NullOptions>(options->driver).size, c.bytes) << c.text;
+  }
+  EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=n,size=16E"), Syntax::kKeyval),
+            "size: expected a size in bytes (an integer, optionally with a k, M, G, T, P or E "
+            "suffix), got \"16E\"");
+  EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=n,size=1.5G"), Syntax::kKeyval),
+            "size: expected a size in bytes (an integer, optionally with a k, M, G, T, P or E "
+            "suffix), got \"1.5G\"");
+}
+
+TEST(BlockdevSchemaTest, KeyvalErrorsNameTheKey) {
+  EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=x,cache.direct=maybe"),
+                          Syntax::kKeyval),
+            "cache.direct: expected on or off, got \"maybe\"");
+  EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d"), Syntax::kKeyval),
+            "filename: missing (required)");
+  EXPECT_EQ(BlockdevError(Keyval("node-name=d,filename=x"), Syntax::kKeyval),
+            "driver: missing (required)");
+  EXPECT_EQ(
+      BlockdevError(Keyval("driver=file,node-name=d,filename=x,aio=io_uring"), Syntax::kKeyval),
+      "aio: io_uring is not supported by bexd; use native or threads");
+  EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=x,aio=posix"), Syntax::kKeyval),
+            "aio: expected one of native, threads; got \"posix\"");
+  EXPECT_EQ(BlockdevError(Keyval("driver=qcow2,node-name=d"), Syntax::kKeyval),
+            "driver: 'qcow2' is not supported by bexd (supported: file, null-co)");
+  EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=d,latency-ns=-1"), Syntax::kKeyval),
+            "latency-ns: expected a non-negative integer, got \"-1\"");
+  EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=9d"), Syntax::kKeyval),
+            "node-name: '9d' must start with a letter (then letters, digits, -, . or _)");
+  EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=d,filename=x"), Syntax::kKeyval),
+            "filename: unknown option (known here: cache, discard, driver, latency-ns, node-name, "
+            "read-only, read-zeroes, size)");
+  EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=x,cache.writeback=on"),
+                          Syntax::kKeyval),
+            "cache.writeback: unknown option (known here: direct, no-flush)");
+}
+
+TEST(BlockdevSchemaTest, JsonIsStrictlyTyped) {
+  json base = {{"driver", "null-co"}, {"node-name", "n"}};
+  json object = base;
+  object["size"] = "1G";
+  EXPECT_EQ(BlockdevError(object, Syntax::kJson),
+            "size: expected a size in bytes (a non-negative integer), got \"1G\"");
+  object = base;
+  object["read-zeroes"] = "on";
+  EXPECT_EQ(BlockdevError(object, Syntax::kJson),
+            "read-zeroes: expected true or false, got \"on\"");
+  object = base;
+  object["cache"] = true;
+  EXPECT_EQ(BlockdevError(object, Syntax::kJson), "cache: expected a JSON object, got true");
+  EXPECT_EQ(BlockdevError(json::array(), Syntax::kJson, "blockdev[3]"),
+            "blockdev[3]: expected a JSON object, got []");
+  object = base;
+  object["size"] = -5;
+  EXPECT_EQ(BlockdevError(object, Syntax::kJson, "blockdev[0]"),
+            "blockdev[0].size: expected a size in bytes (a non-negative integer), got -5");
+}
+
+TEST_F(SchemaTest, FuseExportFromKeyvalAsQsdWritesIt) {
+  absl::StatusOr<ExportSpec> spec = ParseExportOptions(
+      Keyval("type=fuse,id=exp0,node-name=disk0,mountpoint=" + mountpoint_ +
+             ",writable=on,growable=off,allow-other=off,writethrough=on,iothread=t0"),
+      Syntax::kKeyval);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->options.id, "exp0");
+  EXPECT_EQ(spec->options.node_name, "disk0");
+  EXPECT_TRUE(spec->options.writable);
+  EXPECT_TRUE(spec->options.writethrough);
+  EXPECT_EQ(spec->iothreads, std::vector<std::string>{"t0"});
+  const auto& fuse = std::get<exp::FuseExportOptions>(spec->options.transport);
+  EXPECT_EQ(fuse.mountpoint, mountpoint_);
+  EXPECT_EQ(fuse.allow_other, exp::AllowOther::kOff);
+  EXPECT_FALSE(fuse.growable);
+  EXPECT_EQ(fuse.num_queues, 0u);
+}
+
+TEST_F(SchemaTest, IothreadListSetsQueueCount) {
+  absl::StatusOr<ExportSpec> spec = ParseExportOptions(
+      Keyval("fuse,id=e,node-name=d,mountpoint=" + mountpoint_ + ",iothread.0=a,iothread.1=b",
+             "type"),
+      Syntax::kKeyval);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(std::get<exp::FuseExportOptions>(spec->options.transport).num_queues, 2u);
+  EXPECT_EQ(ExportError(Keyval("type=fuse,id=e,node-name=d,mountpoint=" + mountpoint_ +
+                               ",iothread.0=a,iothread.1=b,num-queues=3"),
+                        Syntax::kKeyval),
+            "num-queues: 3 conflicts with the 2 threads named by iothread");
+}
+
+TEST_F(SchemaTest, FuseExportErrors) {
+  std::string base = "type=fuse,id=e,node-name=d,mountpoint=";
+  EXPECT_EQ(ExportError(Keyval(base + mountpoint_ + ",num-queues=two"), Syntax::kKeyval),
+            "num-queues: expected a positive integer, got \"two\"");
+  EXPECT_EQ(ExportError(Keyval(base + mountpoint_ + ",num-queues=0"), Syntax::kKeyval),
+            "num-queues: must be at least 1, got 0");
+  EXPECT_EQ(ExportError(Keyval(base + mountpoint_ + ",allow-other=maybe"), Syntax::kKeyval),
+            "allow-other: expected one of off, on, auto; got \"maybe\"");
+  EXPECT_EQ(ExportError(Keyval(base + dir_), Syntax::kKeyval),
+            "mountpoint: '" + dir_ +
+                "' is not a regular file (a FUSE export is mounted over an existing regular file)");
+  EXPECT_EQ(ExportError(Keyval(base + dir_ + "/missing"), Syntax::kKeyval),
+            "mountpoint: '" + dir_ + "/missing': No such file or directory");
+  EXPECT_EQ(ExportError(Keyval("type=nbd,id=e,node-name=d"), Syntax::kKeyval),
+            "type: 'nbd' is not supported by bexd (supported: fuse, vhost-user-fs)");
+  EXPECT_EQ(ExportError(Keyval("type=fuse,node-name=d,mountpoint=" + mountpoint_), Syntax::kKeyval),
+            "id: missing (required)");
+  EXPECT_EQ(ExportError(Keyval(base + mountpoint_ + ",tag=x"), Syntax::kKeyval),
+            "tag: unknown option (known here: allow-other, fixed-iothread, growable, id, iothread, "
+            "mountpoint, node-name, num-queues, type, writable, writethrough)");
+  json object = {{"type", "fuse"},
+                 {"id", "e"},
+                 {"node-name", "d"},
+                 {"mountpoint", mountpoint_},
+                 {"num-queues", "two"}};
+  EXPECT_EQ(ExportError(object, Syntax::kJson),
+            "num-queues: expected a positive integer, got \"two\"");
+}
+
+TEST(ExportSchemaTest, VhostUserFs) {
+  absl::StatusOr<ExportSpec> spec = ParseExportOptions(
+      Keyval("type=vhost-user-fs,id=v0,node-name=disk0,addr.type=unix,addr.path=/run/v.sock,"
+             "tag=share,writable=on,num-request-queues=2"),
+      Syntax::kKeyval);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const auto& vhost = std::get<exp::VhostUserFsExportOptions>(spec->options.transport);
+  EXPECT_EQ(vhost.socket_path, "/run/v.sock");
+  EXPECT_EQ(vhost.tag, "share");
+  EXPECT_EQ(vhost.file_name, "disk0");
+  EXPECT_EQ(vhost.num_request_queues, 2u);
+  EXPECT_TRUE(spec->options.writable);
+}
+
+TEST(ExportSchemaTest, VhostUserFsErrors) {
+  std::string base = "type=vhost-user-fs,id=v0,node-name=d,";
+  EXPECT_EQ(ExportError(Keyval(base + "tag=t"), Syntax::kKeyval), "addr: missing (required)");
+  EXPECT_EQ(ExportError(Keyval(base + "addr.type=inet,addr.path=/x,tag=t"), Syntax::kKeyval),
+            "addr.type: 'inet' is not supported (bexd listens on unix only)");
+  EXPECT_EQ(ExportError(Keyval(base + "addr.type=unix,tag=t"), Syntax::kKeyval),
+            "addr.path: missing (required)");
+  EXPECT_EQ(ExportError(Keyval(base + "addr.type=unix,addr.path=/s"), Syntax::kKeyval),
+            "tag: missing (required)");
+  EXPECT_EQ(ExportError(Keyval(base + "addr.type=unix,addr.path=/s,tag=" + std::string(37, 't')),
+                        Syntax::kKeyval),
+            "tag: longer than 36 bytes");
+  EXPECT_EQ(ExportError(Keyval(base + "addr.type=unix,addr.path=/s,tag=t,file-name=a/b"),
+                        Syntax::kKeyval),
+            "file-name: \"a/b\" is not a valid file name (one path component)");
+  EXPECT_EQ(
+      ExportError(Keyval(base + "addr.type=unix,addr.path=/" + std::string(120, 's') + ",tag=t"),
+                  Syntax::kKeyval),
+      "addr.path: '/" + std::string(120, 's') +
+          "' is longer than 107 bytes, the limit for a unix socket");
+}
+
+TEST(ControlSchemaTest, ObjectChardevMonitor) {
+  absl::StatusOr<std::string> id =
+      ParseIothreadObject(Keyval("iothread,id=t0", "qom-type"), Syntax::kKeyval);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(*id, "t0");
+  absl::StatusOr<ChardevSpec> chardev = ParseChardev(
+      Keyval("socket,id=m0,path=/run/qmp.sock,server=on,wait=off", "backend"), Syntax::kKeyval);
+  ASSERT_TRUE(chardev.ok()) << chardev.status();
+  EXPECT_EQ(chardev->id, "m0");
+  EXPECT_EQ(chardev->path, "/run/qmp.sock");
+  absl::StatusOr<MonitorSpec> monitor =
+      ParseMonitor(Keyval("m0,pretty=on", "chardev"), Syntax::kKeyval);
+  ASSERT_TRUE(monitor.ok()) << monitor.status();
+  EXPECT_EQ(monitor->chardev, "m0");
+  EXPECT_TRUE(monitor->pretty);
+}
+
+TEST(ControlSchemaTest, Errors) {
+  auto object_error = [](std::string_view text) {
+    absl::StatusOr<std::string> id = ParseIothreadObject(Keyval(text, "qom-type"), Syntax::kKeyval);
+    return id.ok() ? std::string() : std::string(id.status().message());
+  };
+  EXPECT_EQ(object_error("memory-backend-file,id=m"),
+            "qom-type: 'memory-backend-file' is not supported (bexd knows iothread)");
+  EXPECT_EQ(object_error("iothread,id=t,poll-max-ns=0"),
+            "poll-max-ns: unknown option (known here: id, qom-type)");
+  auto chardev_error = [](std::string_view text) {
+    absl::StatusOr<ChardevSpec> chardev = ParseChardev(Keyval(text, "backend"), Syntax::kKeyval);
+    return chardev.ok() ? std::string() : std::string(chardev.status().message());
+  };
+  EXPECT_EQ(chardev_error("socket,id=m,path=/s,server=on,wait=on"),
+            "wait: must be off (bexd does not wait for a client before starting)");
+  EXPECT_EQ(chardev_error("socket,id=m,path=/s,server=off"),
+            "server: must be on (bexd listens, never connects)");
+  EXPECT_EQ(chardev_error("socket,id=m,host=localhost,port=4444,server=on"),
+            "host: TCP sockets are not supported; give a unix socket with path=");
+  EXPECT_EQ(chardev_error("stdio,id=m"), "backend: 'stdio' is not supported (bexd knows socket)");
+  auto monitor_error = [](std::string_view text) {
+    absl::StatusOr<MonitorSpec> monitor = ParseMonitor(Keyval(text, "chardev"), Syntax::kKeyval);
+    return monitor.ok() ? std::string() : std::string(monitor.status().message());
+  };
+  EXPECT_EQ(monitor_error("chardev=m,path=/s"),
+            "path: give exactly one of chardev=ID and path=SOCKET");
+  EXPECT_EQ(monitor_error("m,mode=readline"),
+            "mode: 'readline' is not supported (bexd speaks QMP: control)");
+}
+
+}  // namespace
+}  // namespace bexd::cli
