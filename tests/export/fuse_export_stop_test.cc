@@ -1,6 +1,9 @@
 // Stop() under load: writers with fsync keep going until the export goes away; afterwards the
 // mount is gone and every block holds what was last fsync'ed to it (or the one write after that).
 #include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -10,6 +13,8 @@
 #include <vector>
 
 #include "tests/export/export_fixture.h"
+
+extern char** environ;
 
 namespace bexd::exp::testing {
 namespace {
@@ -55,30 +60,22 @@ void WriteUntilFailure(const std::string& path, int index, Writer* writer) {
   ::close(fd);
 }
 
-using StopTest = FuseExportTest;
-
-TEST_F(StopTest, StopUnderLoadUnmountsAndKeepsFsyncedData) {
-  const std::string image = scratch_.CreateFile("image", kWriters * kBlocksPerWriter * kBlock);
-  const std::string mountpoint = MakeMountpoint();
-  Export* running = Start(FuseOptions(mountpoint, true, 2), OpenFileNode(image, false, true));
-  ASSERT_NE(running, nullptr);
-
-  std::vector<Writer> writers(kWriters);
+// Starts the writers and returns once each has fsync'ed every one of its blocks twice (bounded by
+// the watchdog).
+std::vector<std::thread> StartWriters(const std::string& path, std::vector<Writer>* writers) {
   std::vector<std::thread> threads;
   for (int i = 0; i < kWriters; ++i) {
-    threads.emplace_back(WriteUntilFailure, mountpoint, i, &writers[i]);
+    threads.emplace_back(WriteUntilFailure, path, i, &(*writers)[i]);
   }
-  // Let every writer make progress first (bounded: the watchdog ends a hung test).
-  for (int i = 0; i < kWriters; ++i) {
-    while (writers[i].fsyncs.load() < 2 * kBlocksPerWriter && writers[i].error.load() == 0) {
+  for (const Writer& writer : *writers) {
+    while (writer.fsyncs.load() < 2 * kBlocksPerWriter && writer.error.load() == 0) {
       ::usleep(1000);
     }
   }
-  running->Stop();
-  for (auto& thread : threads) thread.join();
+  return threads;
+}
 
-  EXPECT_FALSE(IsFuseMounted(mountpoint));
-  EXPECT_EQ(FileSize(mountpoint), sizeof(kOriginalContent) - 1);
+void ExpectFsyncedDataIn(const std::string& image, const std::vector<Writer>& writers) {
   const std::vector<uint8_t> backing = ReadWholeFile(image);
   ASSERT_EQ(backing.size(), kWriters * kBlocksPerWriter * kBlock);
   for (int i = 0; i < kWriters; ++i) {
@@ -100,6 +97,67 @@ TEST_F(StopTest, StopUnderLoadUnmountsAndKeepsFsyncedData) {
                       << writer.synced[block];
     }
   }
+}
+
+using StopTest = FuseExportTest;
+
+TEST_F(StopTest, StopUnderLoadUnmountsAndKeepsFsyncedData) {
+  const std::string image = scratch_.CreateFile("image", kWriters * kBlocksPerWriter * kBlock);
+  const std::string mountpoint = MakeMountpoint();
+  Export* running = Start(FuseOptions(mountpoint, true, 2), OpenFileNode(image, false, true));
+  ASSERT_NE(running, nullptr);
+
+  std::vector<Writer> writers(kWriters);
+  std::vector<std::thread> threads = StartWriters(mountpoint, &writers);
+  running->Stop();
+  for (auto& thread : threads) thread.join();
+
+  EXPECT_FALSE(IsFuseMounted(mountpoint));
+  EXPECT_EQ(FileSize(mountpoint), sizeof(kOriginalContent) - 1);
+  ExpectFsyncedDataIn(image, writers);
+}
+
+// The daemon itself: SIGTERM under the same load stops the export the same way and exits 0.
+TEST_F(StopTest, SigtermUnderLoadStopsTheDaemonCleanly) {
+  const std::string image = scratch_.CreateFile("image", kWriters * kBlocksPerWriter * kBlock);
+  const std::string mountpoint = MakeMountpoint();
+  const std::string blockdev = "driver=file,node-name=disk0,cache.direct=on,filename=" + image;
+  const std::string fuse_export =
+      "type=fuse,id=export0,node-name=disk0,writable=on,"
+      "num-queues=2,mountpoint=" +
+      mountpoint;
+  const char* argv[] = {BEXD_BINARY, "--blockdev",        blockdev.c_str(),
+                        "--export",  fuse_export.c_str(), nullptr};
+  pid_t pid;
+  ASSERT_EQ(::posix_spawn(&pid, BEXD_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ),
+            0);
+  for (int i = 0; i < 2000 && !IsFuseMounted(mountpoint); ++i) ::usleep(10000);
+  if (!IsFuseMounted(mountpoint)) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    FAIL() << "bexd did not mount " << mountpoint;
+  }
+
+  std::vector<Writer> writers(kWriters);
+  std::vector<std::thread> threads = StartWriters(mountpoint, &writers);
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  int status = 0;
+  bool exited = false;
+  for (int i = 0; i < 3000 && !exited; ++i) {
+    exited = ::waitpid(pid, &status, WNOHANG) == pid;
+    if (!exited) ::usleep(10000);
+  }
+  if (!exited) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    ADD_FAILURE() << "bexd did not exit within 30 s of SIGTERM";
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
+
+  EXPECT_FALSE(IsFuseMounted(mountpoint));
+  EXPECT_EQ(FileSize(mountpoint), sizeof(kOriginalContent) - 1);
+  ExpectFsyncedDataIn(image, writers);
 }
 
 }  // namespace
