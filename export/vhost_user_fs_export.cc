@@ -23,6 +23,11 @@ absl::Status Annotate(const std::string& id, const absl::Status& status) {
                       absl::StrFormat("export '%s': %s", id, std::string(status.message())));
 }
 
+bool Readable(int fd) {
+  struct pollfd p = {fd, POLLIN, 0};
+  return poll(&p, 1, 0) == 1;
+}
+
 absl::Status Errno(const std::string& what) {
   return absl::InternalError(absl::StrFormat("%s: %s", what, strerror(errno)));
 }
@@ -133,22 +138,28 @@ void VhostUserFsExport::ServeConnections() {
       break;
     }
     if (fds[0].revents) break;
-    if (fds[1].revents & POLLIN) {
-      UniqueFd connection(
-          accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-      if (!connection) {
-        log::Warn("export '{}': accept: {}", id(), strerror(errno));
-      } else if (connection_fd_) {
-        log::Warn("export '{}': refusing a second frontend while one is connected", id());
-      } else {
-        log::Info("export '{}': frontend connected", id());
-        connection_fd_ = std::move(connection);
-        connected_.store(true, std::memory_order_relaxed);
-      }
-    }
     if (connection_fd_ && fds[2].revents != 0 && !ServeMessage()) Disconnect();
+    if (fds[1].revents & POLLIN) Accept();
   }
   Disconnect();
+}
+
+void VhostUserFsExport::Accept() {
+  // A frontend that closes and reconnects at once (a restarted QEMU) may be seen connecting
+  // before the end of its old connection has been read: finish with the old one first.
+  while (connection_fd_ && Readable(connection_fd_.get())) {
+    if (!ServeMessage()) Disconnect();
+  }
+  UniqueFd connection(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  if (!connection) {
+    log::Warn("export '{}': accept: {}", id(), strerror(errno));
+  } else if (connection_fd_) {
+    log::Warn("export '{}': refusing a second frontend while one is connected", id());
+  } else {
+    log::Info("export '{}': frontend connected", id());
+    connection_fd_ = std::move(connection);
+    connected_.store(true, std::memory_order_relaxed);
+  }
 }
 
 bool VhostUserFsExport::ServeMessage() {

@@ -46,6 +46,8 @@ class VhostUserFsExport final : public Export {
 
   absl::Status Listen();
   void ServeConnections();
+  // Takes a new frontend, or refuses it while another is connected.
+  void Accept();
   // Reads and answers one message; false if the connection must close.
   bool ServeMessage();
   void Disconnect();

@@ -161,7 +161,7 @@ absl::Status Frontend::SetUp() {
 
   if (absl::Status s = SendMemTable(); !s.ok()) return s;
   for (uint32_t i = 0; i < ring_count; ++i) {
-    if (absl::Status s = SetUpRing(i); !s.ok()) return s;
+    if (absl::Status s = StartRing(i); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -191,7 +191,7 @@ bool Frontend::WaitRingError(uint32_t index) {
   return poll(&p, 1, static_cast<int>(options_.timeout.count())) == 1;
 }
 
-absl::Status Frontend::SetUpRing(uint32_t index) {
+absl::Status Frontend::StartRing(uint32_t index) {
   Ring& ring = rings_[index];
   ring.kick.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   ring.call.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

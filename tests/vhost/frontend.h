@@ -107,6 +107,9 @@ class Frontend {
                                 const std::vector<int>& fds = {}, bool ack = true);
   // GET_VRING_BASE: stops the ring and returns its next available index.
   absl::StatusOr<uint32_t> GetVringBase(uint32_t ring);
+  // Starts a ring where it stands (SET_VRING_NUM/BASE/ADDR/KICK/CALL/ERR/ENABLE), as QEMU does
+  // when the driver starts or the VM resumes.
+  absl::Status StartRing(uint32_t ring);
   // Closes the connection without any goodbye, as a crashing QEMU would.
   void Drop();
   // Sends the memory table (again: the same memfd, as QEMU does when guest memory changes).
@@ -126,7 +129,6 @@ class Frontend {
   };
   explicit Frontend(FrontendOptions options) : options_(std::move(options)) {}
   absl::Status SetUp();
-  absl::Status SetUpRing(uint32_t index);
   absl::StatusOr<exp::vhost::Message> Receive();
   uint64_t SlotGpa(const Ring& ring, int slot) const;
   uint16_t DescsPerSlot(const Ring& ring) const;
