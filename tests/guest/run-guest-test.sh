@@ -19,6 +19,8 @@
 # Exit status: 0 when the guest and the host checks pass, 1 otherwise. The last line of output
 # says what passed or what failed.
 set -euo pipefail
+# mkfs.ext4, e2fsck and debugfs live in sbin, which a non-root PATH may lack.
+PATH=$PATH:/usr/sbin:/sbin
 
 here=$(cd "$(dirname "$0")" && pwd)
 backend=bexd
@@ -32,11 +34,14 @@ virtiofsd=${VIRTIOFSD:-/usr/lib/qemu/virtiofsd}
 
 work=
 die() {
-  echo "guest test: FAIL: $*${work:+ (work directory $work kept)}" >&2
+  local kept=
+  [[ -n $work && -d $work ]] && kept=" (work directory $work kept)"
+  echo "guest test: FAIL: $*$kept" >&2
   exit 1
 }
 
 while [[ $# -gt 0 ]]; do
+  [[ $# -ge 2 ]] || die "option $1 needs a value"
   case $1 in
     --backend) backend=$2 ;;
     --bexd) bexd=$2 ;;
@@ -46,7 +51,7 @@ while [[ $# -gt 0 ]]; do
     --timeout) timeout=$2 ;;
     *) die "unknown option $1 (see the comment at the top of $0)" ;;
   esac
-  shift 2 || die "option $1 needs a value"
+  shift 2
 done
 [[ $queues =~ ^[1-9][0-9]*$ ]] || die "--queues must be a positive number, not '$queues'"
 [[ $timeout =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive number, not '$timeout'"
@@ -214,7 +219,7 @@ grep -q '^BEXD-GUEST-RESULT: PASS' "$work/console.log" || guest_failed "the gues
 # serves one connection and exits by itself.
 if [[ $backend == bexd ]]; then
   kill -0 "$backend_pid" 2>/dev/null || backend_failed "bexd exited when the guest disconnected"
-  kill -TERM "$backend_pid"
+  kill -TERM "$backend_pid" 2>/dev/null || true
 fi
 deadline=$((SECONDS + 10))
 while kill -0 "$backend_pid" 2>/dev/null && ((SECONDS < deadline)); do
@@ -225,6 +230,9 @@ backend_status=0
 wait "$backend_pid" || backend_status=$?
 backend_pid=
 ((backend_status == 0)) || backend_failed "$backend exited with status $backend_status"
+if [[ $backend == bexd ]] && grep -q '^bexd: error:' "$work/backend.log"; then
+  backend_failed "bexd logged errors during a run the guest passed"
+fi
 
 # The host's view of what the guest wrote.
 for offset in "$copy_mib" "$direct_mib" "$parallel_mib"; do
