@@ -1,0 +1,40 @@
+// A real bexd with a QMP socket, a file node "disk0" (16 MiB) exported over FUSE as "exp0", in a
+// directory of its own.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/cli/bexd_process.h"
+#include "tests/control/qmp_client.h"
+
+namespace bexd::testing {
+
+class ControlTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kImageBytes = 16 << 20;
+
+  void SetUp() override;
+  void TearDown() override;
+  // Starts bexd with the standard node and export plus `extra` options.
+  void StartDaemon(const std::vector<std::string>& extra = {});
+  std::unique_ptr<QmpClient> Connect();
+
+  std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
+
+  TempDir dir_;
+  std::string image_;
+  std::string mountpoint_;
+  std::string socket_;
+  std::string log_;
+  std::unique_ptr<BexdDaemon> daemon_;
+};
+
+// {"error":{"class":...}} of a reply, or "" for a success.
+std::string ErrorClass(const nlohmann::json& reply);
+std::string ErrorDesc(const nlohmann::json& reply);
+
+}  // namespace bexd::testing

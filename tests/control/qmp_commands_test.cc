@@ -1,0 +1,183 @@
+// QMP commands against a real bexd: nodes and exports come and go while fio keeps running on
+// another export with no error, every error path returns the right class, events reach clients.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "tests/control/control_fixture.h"
+
+namespace bexd::testing {
+namespace {
+
+using nlohmann::json;
+
+json FuseExport(const std::string& id, const std::string& node, const std::string& mountpoint) {
+  return {{"type", "fuse"},
+          {"id", id},
+          {"node-name", node},
+          {"mountpoint", mountpoint},
+          {"writable", true}};
+}
+
+json NullNode(const std::string& name, uint64_t size = 8 << 20) {
+  return {{"driver", "null-co"}, {"node-name", name}, {"size", size}, {"read-zeroes", true}};
+}
+
+std::string Success(const json& reply) { return reply.contains("return") ? "" : reply.dump(); }
+
+TEST_F(ControlTest, AddAndRemoveNodesAndExportsWhileFioRuns) {
+  StartDaemon();
+  std::string fio_output;
+  int fio_status = -1;
+  std::thread fio([&] {
+    std::string command =
+        "timeout -k 10 240 fio --name=busy --filename=" + mountpoint_ +
+        " --rw=randrw --bs=4k --size=8M --iodepth=8 --ioengine=libaio --direct=0 --fsync=32"
+        " --verify=crc32c --verify_fatal=1 --loops=4 --output-format=normal 2>&1";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    char buffer[4096];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) fio_output.append(buffer, n);
+    fio_status = ::pclose(pipe);
+  });
+
+  auto client = Connect();
+  client->Negotiate();
+  auto watcher = Connect();
+  watcher->Negotiate();
+  std::string second_mountpoint = dir_.File("mnt-second");
+  for (int round = 0; round < 5; ++round) {
+    std::string node = "null" + std::to_string(round);
+    std::string id = "second" + std::to_string(round);
+    ASSERT_EQ(Success(client->Execute("blockdev-add", NullNode(node))), "");
+    ASSERT_EQ(Success(client->Execute("block-export-add", FuseExport(id, node, second_mountpoint))),
+              "");
+    ASSERT_TRUE(IsMounted(second_mountpoint));
+    // The new export serves the null node: 8 MiB of zeroes.
+    std::vector<char> data = [&] {
+      std::string bytes = ReadFile(second_mountpoint);
+      return std::vector<char>(bytes.begin(), bytes.end());
+    }();
+    EXPECT_EQ(data.size(), 8u << 20);
+    EXPECT_EQ(std::count(data.begin(), data.end(), 0), static_cast<long>(data.size()));
+
+    json exports = client->Execute("query-block-exports")["return"];
+    EXPECT_EQ(exports.size(), 2u);
+    ASSERT_EQ(Success(client->Execute("block-export-del", {{"id", id}})), "");
+    std::optional<json> event = watcher->WaitEvent("BLOCK_EXPORT_DELETED");
+    ASSERT_TRUE(event.has_value());
+    EXPECT_EQ((*event)["data"], json({{"id", id}}));
+    EXPECT_TRUE((*event)["timestamp"]["seconds"].is_number());
+    EXPECT_TRUE((*event)["timestamp"]["microseconds"].is_number());
+    EXPECT_FALSE(IsMounted(second_mountpoint));
+    ASSERT_EQ(Success(client->Execute("blockdev-del", {{"node-name", node}})), "");
+  }
+  json nodes = client->Execute("query-named-block-nodes")["return"];
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0]["node-name"], "disk0");
+  EXPECT_EQ(nodes[0]["drv"], "file");
+  EXPECT_EQ(nodes[0]["image"]["virtual-size"], kImageBytes);
+
+  fio.join();
+  EXPECT_EQ(fio_status, 0) << fio_output;
+  EXPECT_NE(fio_output.find("err= 0"), std::string::npos) << fio_output;
+
+  json stats = client->Execute("x-query-export-stats", {{"id", "exp0"}})["return"];
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_GT(stats[0]["total"]["bytes-written"].get<uint64_t>(), 0u);
+  EXPECT_GT(stats[0]["total"]["write-requests"].get<uint64_t>(), 0u);
+  EXPECT_EQ(stats[0]["total"]["in-flight"], 0);
+  EXPECT_GE(stats[0]["queues"].size(), 1u);
+  EXPECT_TRUE(stats[0]["total"]["latency-us"]["p99"].is_number());
+}
+
+TEST_F(ControlTest, ErrorPathsReturnGenericError) {
+  StartDaemon();
+  auto client = Connect();
+  client->Negotiate();
+  struct Case {
+    std::string command;
+    json arguments;
+    std::string desc;
+  } cases[] = {
+      {"blockdev-add", NullNode("disk0"), "node-name 'disk0' is already in use"},
+      {"blockdev-add",
+       {{"driver", "null-co"}, {"node-name", "n"}, {"size", "1G"}},
+       "size: expected a size in bytes (a non-negative integer), got \"1G\""},
+      {"blockdev-add",
+       {{"driver", "file"}, {"node-name", "f"}, {"filename", Path("none.img")}},
+       ""},
+      {"blockdev-del", {{"node-name", "disk0"}}, "node 'disk0' is in use by export 'exp0'"},
+      {"blockdev-del", {{"node-name", "ghost"}}, "node 'ghost' not found"},
+      {"blockdev-del", json::object(), "node-name: missing (required)"},
+      {"block-export-add", FuseExport("exp0", "disk0", dir_.File("other")),
+       "export 'exp0': id is already in use"},
+      {"block-export-add", FuseExport("e1", "ghost", dir_.File("other2")),
+       "export 'e1': node-name 'ghost' does not name a block node"},
+      {"block-export-add", FuseExport("e2", "disk0", mountpoint_),
+       "export 'e2': '" + mountpoint_ + "' is already used by export 'exp0'"},
+      {"block-export-add", FuseExport("e3", "disk0", dir_.path()),
+       "mountpoint: '" + dir_.path() +
+           "' is not a regular file (a FUSE export is mounted over an existing regular file)"},
+      {"block-export-del", {{"id", "ghost"}}, "export 'ghost' not found"},
+      {"block-export-del",
+       {{"id", "exp0"}, {"mode", "brutal"}},
+       "mode: expected one of safe, hard; got \"brutal\""},
+      {"x-query-export-stats", {{"id", "ghost"}}, "export 'ghost' not found"},
+      {"quit", {{"now", true}}, "now: unknown option"},
+  };
+  for (const Case& c : cases) {
+    json reply = client->Execute(c.command, c.arguments);
+    EXPECT_EQ(ErrorClass(reply), "GenericError") << c.command << " " << c.arguments;
+    if (!c.desc.empty()) EXPECT_EQ(ErrorDesc(reply), c.desc) << c.command << " " << c.arguments;
+  }
+  // Nothing changed.
+  EXPECT_EQ(client->Execute("query-named-block-nodes")["return"].size(), 1u);
+  EXPECT_EQ(client->Execute("query-block-exports")["return"].size(), 1u);
+}
+
+TEST_F(ControlTest, SafeDeleteRefusesWhileOpenHardDeleteRemoves) {
+  StartDaemon();
+  auto client = Connect();
+  client->Negotiate();
+  int fd = ::open(mountpoint_.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "bexd", 4, 0), 4);
+  ASSERT_EQ(::fsync(fd), 0);
+
+  json reply = client->Execute("block-export-del", {{"id", "exp0"}});
+  EXPECT_EQ(ErrorClass(reply), "GenericError");
+  EXPECT_EQ(ErrorDesc(reply), "export 'exp0' is in use; close it first or use mode=hard");
+  EXPECT_TRUE(IsMounted(mountpoint_));
+
+  reply = client->Execute("block-export-del", {{"id", "exp0"}, {"mode", "hard"}});
+  EXPECT_EQ(Success(reply), "");
+  EXPECT_TRUE(client->WaitEvent("BLOCK_EXPORT_DELETED").has_value());
+  EXPECT_FALSE(IsMounted(mountpoint_));
+  ::close(fd);
+  EXPECT_EQ(ReadFile(image_).substr(0, 4), "bexd");
+  EXPECT_EQ(client->Execute("query-block-exports")["return"], json::array());
+  EXPECT_EQ(Success(client->Execute("blockdev-del", {{"node-name", "disk0"}})), "");
+}
+
+TEST_F(ControlTest, TwoClientsSeeEachOthersChanges) {
+  StartDaemon();
+  auto first = Connect();
+  first->Negotiate();
+  auto second = Connect();
+  second->Negotiate();
+  ASSERT_EQ(Success(first->Execute("blockdev-add", NullNode("shared"))), "");
+  json nodes = second->Execute("query-named-block-nodes")["return"];
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[1]["node-name"], "shared");
+  EXPECT_EQ(nodes[1]["drv"], "null-co");
+  ASSERT_EQ(Success(second->Execute("blockdev-del", {{"node-name", "shared"}})), "");
+  EXPECT_EQ(first->Execute("query-named-block-nodes")["return"].size(), 1u);
+}
+
+}  // namespace
+}  // namespace bexd::testing
