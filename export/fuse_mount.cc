@@ -127,14 +127,16 @@ absl::StatusOr<FuseMount> FuseMount::Create(const std::string& path,
   }
   UniqueFd owned(fd);
   absl::StatusOr<std::optional<MountEntry>> top = TopMountAt(path);
-  dev_t device = 0;
-  if (top.ok() && top->has_value()) device = (*top)->device;
-  FuseMount mount(path, std::move(owned), device, allow_other);
-  if (absl::Status status = SetNonBlocking(mount.fd_.get()); !status.ok()) return status;
-  if (device == 0) {
-    return absl::InternalError(
-        absl::StrCat("mounted '", path, "' but cannot find the mount in /proc/self/mountinfo"));
+  if (!top.ok() || !top->has_value()) {
+    // Without the mount's device a later unmount could not tell our mount from another one, so
+    // do not keep it.
+    ::umount2(path.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+    return absl::InternalError(absl::StrCat(
+        "mounted FUSE on '", path, "' but cannot find the mount in /proc/self/mountinfo",
+        top.ok() ? "" : absl::StrCat(": ", top.status().message())));
   }
+  FuseMount mount(path, std::move(owned), (*top)->device, allow_other);
+  if (absl::Status status = SetNonBlocking(mount.fd_.get()); !status.ok()) return status;
   return mount;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <future>
+#include <system_error>
 #include <utility>
 
 #include "util/log.h"
@@ -61,7 +62,12 @@ absl::Status FuseQueueThread::Start(ExitFn on_exit) {
   on_exit_ = std::move(on_exit);
   std::promise<absl::Status> started;
   std::future<absl::Status> result = started.get_future();
-  thread_ = std::thread(&FuseQueueThread::Run, this, &started);
+  try {
+    thread_ = std::thread(&FuseQueueThread::Run, this, &started);
+  } catch (const std::system_error& error) {
+    return absl::ResourceExhaustedError(fmt::format(
+        "export '{}' queue {}: cannot start a thread: {}", export_id_, index_, error.what()));
+  }
   absl::Status status = result.get();
   if (!status.ok()) Join();
   return status;

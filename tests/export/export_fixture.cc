@@ -1,10 +1,13 @@
 #include "tests/export/export_fixture.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +20,8 @@
 #include "block/open.h"
 #include "export/fuse_mountpoint.h"
 #include "export/start.h"
+
+extern char** environ;
 
 namespace bexd::exp::testing {
 namespace {
@@ -134,6 +139,48 @@ ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t
   fuse.growable = growable;
   options.transport = fuse;
   return options;
+}
+
+Daemon::Daemon(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(BEXD_BINARY));
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  const int error = ::posix_spawn(&pid_, BEXD_BINARY, nullptr, nullptr, argv.data(), environ);
+  EXPECT_EQ(error, 0) << "cannot run " << BEXD_BINARY << ": " << std::strerror(error);
+  if (error != 0) pid_ = -1;
+}
+
+Daemon::~Daemon() {
+  if (pid_ < 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+}
+
+bool Daemon::WaitMounted(const std::string& path) const {
+  for (int i = 0; i < 2000 && pid_ >= 0; ++i) {
+    if (IsFuseMounted(path)) return true;
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return false;  // exited (it logged why)
+    ::usleep(10000);
+  }
+  return false;
+}
+
+int Daemon::SignalAndWait(int signal) {
+  if (pid_ < 0) return -1;
+  EXPECT_EQ(::kill(pid_, signal), 0) << std::strerror(errno);
+  int status = 0;
+  for (int i = 0; i < 3000; ++i) {
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return status;
+    }
+    ::usleep(10000);
+  }
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+  return -1;
 }
 
 Watchdog::Watchdog(std::chrono::seconds limit) {

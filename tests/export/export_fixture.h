@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/types.h>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -60,6 +61,21 @@ std::shared_ptr<block::BlockNode> OpenNullNode(uint64_t size);
 
 ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t num_queues = 2,
                           bool growable = false);
+
+// A bexd process (BEXD_BINARY) with the given arguments; killed on destruction if still running.
+class Daemon {
+ public:
+  explicit Daemon(const std::vector<std::string>& args);
+  ~Daemon();
+  // Waits (up to 20 s) until a FUSE file system is mounted on `path`.
+  bool WaitMounted(const std::string& path) const;
+  // Sends `signal` and waits up to 30 s for the exit; the wait status, or -1 if it had to be
+  // killed.
+  int SignalAndWait(int signal);
+
+ private:
+  pid_t pid_ = -1;
+};
 
 // Aborts the test program if it is still running `limit` from now: a broken export would
 // otherwise leave test threads blocked in FUSE calls forever.

@@ -42,7 +42,8 @@ TEST_F(FioTest, FourJobsVerifyCrc32cOnFourQueues) {
                      " --size=" +
                      std::to_string(kJobBytes) +
                      " --numjobs=4 --offset_increment=" + std::to_string(kJobBytes) +
-                     " --verify=crc32c --verify_fatal=1 --do_verify=1 --group_reporting",
+                     " --verify=crc32c --verify_fatal=1 --do_verify=1 --verify_state_save=0"
+                     " --group_reporting",
                  &status);
   EXPECT_EQ(status, 0) << output;
   EXPECT_EQ(output.find("verify:"), std::string::npos) << output;

@@ -1,6 +1,9 @@
 // Mounting, unmounting and refusing bad mountpoints.
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,6 +56,49 @@ TEST_F(MountTest, SecondExportOnTheSameMountpointIsRefused) {
   // The first export is untouched.
   EXPECT_TRUE(IsFuseMounted(mountpoint));
   EXPECT_EQ(FileSize(mountpoint), uint64_t{1} << 20);
+}
+
+TEST_F(MountTest, MountpointAlreadyMountedByAnotherProcessIsRefused) {
+  const std::string mountpoint = MakeMountpoint();
+  Daemon daemon({"--blockdev", "driver=null-co,node-name=other,size=1M", "--export",
+                 "type=fuse,id=other,node-name=other,mountpoint=" + mountpoint});
+  ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+
+  absl::StatusOr<std::unique_ptr<Export>> refused =
+      StartExport(FuseOptions(mountpoint, false), OpenNullNode(1 << 20));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(refused.status().message().find("already a FUSE mount"), std::string::npos)
+      << refused.status();
+  const int status = daemon.SignalAndWait(SIGTERM);
+  EXPECT_TRUE(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_FALSE(IsFuseMounted(mountpoint));
+}
+
+// An outside umount ends the connection: the queues notice, the export cleans up by itself and
+// releases the mountpoint, and a later Stop() has nothing left to do.
+TEST_F(MountTest, OutsideUnmountEndsTheExport) {
+  const std::string mountpoint = MakeMountpoint();
+  Export* running = Start(FuseOptions(mountpoint, true, 2), OpenNullNode(1 << 20));
+  ASSERT_NE(running, nullptr);
+  ASSERT_EQ(::umount2(mountpoint.c_str(), 0), 0) << std::strerror(errno);
+
+  // The mountpoint is free again once the export has torn itself down (bounded wait).
+  absl::StatusOr<std::unique_ptr<Export>> again;
+  for (int i = 0; i < 1000; ++i) {
+    ExportOptions options = FuseOptions(mountpoint, false);
+    options.id = "export1";
+    again = StartExport(options, OpenNullNode(2 << 20));
+    if (again.ok()) break;
+    ::usleep(10000);
+  }
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(FileSize(mountpoint), uint64_t{2} << 20);
+  running->Stop();  // the first export: nothing left to do, and the second mount is untouched
+  EXPECT_TRUE(IsFuseMounted(mountpoint));
+  (*again)->Stop();
+  EXPECT_FALSE(IsFuseMounted(mountpoint));
+  EXPECT_EQ(FileSize(mountpoint), sizeof(kOriginalContent) - 1);
 }
 
 TEST_F(MountTest, MountpointThatIsNotARegularFileIsRefused) {

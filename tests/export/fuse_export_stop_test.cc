@@ -2,7 +2,6 @@
 // mount is gone and every block holds what was last fsync'ed to it (or the one write after that).
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,8 +12,6 @@
 #include <vector>
 
 #include "tests/export/export_fixture.h"
-
-extern char** environ;
 
 namespace bexd::exp::testing {
 namespace {
@@ -126,34 +123,15 @@ TEST_F(StopTest, SigtermUnderLoadStopsTheDaemonCleanly) {
       "type=fuse,id=export0,node-name=disk0,writable=on,"
       "num-queues=2,mountpoint=" +
       mountpoint;
-  const char* argv[] = {BEXD_BINARY, "--blockdev",        blockdev.c_str(),
-                        "--export",  fuse_export.c_str(), nullptr};
-  pid_t pid;
-  ASSERT_EQ(::posix_spawn(&pid, BEXD_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ),
-            0);
-  for (int i = 0; i < 2000 && !IsFuseMounted(mountpoint); ++i) ::usleep(10000);
-  if (!IsFuseMounted(mountpoint)) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    FAIL() << "bexd did not mount " << mountpoint;
-  }
+  Daemon daemon({"--blockdev", blockdev, "--export", fuse_export});
+  ASSERT_TRUE(daemon.WaitMounted(mountpoint)) << "bexd did not mount " << mountpoint;
 
   std::vector<Writer> writers(kWriters);
   std::vector<std::thread> threads = StartWriters(mountpoint, &writers);
-  ASSERT_EQ(::kill(pid, SIGTERM), 0);
-  int status = 0;
-  bool exited = false;
-  for (int i = 0; i < 3000 && !exited; ++i) {
-    exited = ::waitpid(pid, &status, WNOHANG) == pid;
-    if (!exited) ::usleep(10000);
-  }
-  if (!exited) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    ADD_FAILURE() << "bexd did not exit within 30 s of SIGTERM";
-  }
+  const int status = daemon.SignalAndWait(SIGTERM);
   for (auto& thread : threads) thread.join();
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
+  EXPECT_TRUE(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "wait status " << status << " (-1: still running 30 s after SIGTERM)";
 
   EXPECT_FALSE(IsFuseMounted(mountpoint));
   EXPECT_EQ(FileSize(mountpoint), sizeof(kOriginalContent) - 1);
