@@ -9,8 +9,9 @@
 #   DIR/vmlinuz   the original bzImage (fallback when the ELF has no PVH note)
 #   DIR/modules   the package's lib/modules/<release> tree
 #   DIR/release   the kernel release string
-# A second call with the same package version reuses the cache and downloads nothing. When apt
-# cannot resolve the package (no package lists), the newest cached kernel is used.
+# A second call with the same package version reuses the cache and downloads nothing; fetching a
+# new version removes the older ones. When apt cannot resolve the package (no package lists), the
+# newest cached kernel is used.
 set -euo pipefail
 
 die() {
@@ -99,4 +100,8 @@ touch "$staging/out/complete"
 rm -rf "$dir"
 mv "$staging/out" "$dir"
 echo "fetch-kernel: cached $package $version in $dir" >&2
+# Each kernel takes about 400 MiB; the ones security updates superseded are not needed again.
+for old in "$cache"/linux-image-*; do
+  [[ $old == "$dir" || ! -d $old ]] || rm -rf "$old"
+done
 echo "$dir"
