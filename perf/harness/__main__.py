@@ -145,6 +145,7 @@ class Run:
         self.raw_rows = []
         self.memory_rows = []
         self.errors = []
+        self.facts = {}  # machine.describe(), filled in once the run starts
         self.settings = {
             "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "mode": "quick" if args.quick else "full",

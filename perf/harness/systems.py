@@ -124,7 +124,7 @@ def _log_tail(path, lines=15):
 
 
 class Daemon:
-    """One running daemon serving `mountpoint`; use as a context manager to always stop it."""
+    """One daemon serving `mountpoint`: start() waits for the mount, stop() for the exit."""
 
     def __init__(self, command, mountpoint, size, log_path):
         self.command = command
@@ -132,14 +132,6 @@ class Daemon:
         self.size = size
         self.log_path = log_path
         self.process = None
-
-    def __enter__(self):
-        self.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-        return False
 
     @property
     def pid(self):
