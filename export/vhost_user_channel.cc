@@ -22,10 +22,9 @@ absl::Status WaitFor(int socket_fd, short events, int cancel_fd) {
   }
 }
 
-// Moves the descriptors of SCM_RIGHTS control messages into `fds`. False if there were more than
-// `limit` in total (all of them are closed then, through `fds`).
-bool TakeFds(struct msghdr* msg, std::vector<UniqueFd>* fds, size_t limit) {
-  bool ok = true;
+// Moves the descriptors of SCM_RIGHTS control messages into `fds` (which closes them when the
+// message is dropped). False if more than kMaxFds have arrived for this message.
+bool TakeFds(struct msghdr* msg, std::vector<UniqueFd>* fds) {
   for (struct cmsghdr* c = CMSG_FIRSTHDR(msg); c != nullptr; c = CMSG_NXTHDR(msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -35,12 +34,11 @@ bool TakeFds(struct msghdr* msg, std::vector<UniqueFd>* fds, size_t limit) {
       fds->emplace_back(fd);
     }
   }
-  if (fds->size() > limit) ok = false;
-  return ok;
+  return fds->size() <= static_cast<size_t>(kMaxFds);
 }
 
-// Reads exactly `size` bytes, collecting descriptors that arrive with them. `clean_eof` is
-// allowed only before the first byte.
+// Reads exactly `size` bytes, collecting descriptors that arrive with them. The peer may close
+// the connection cleanly only before the first byte of a message (`at_start`).
 absl::Status ReadFull(int socket_fd, int cancel_fd, void* data, size_t size, bool at_start,
                       std::vector<UniqueFd>* fds) {
   size_t done = 0;
@@ -58,7 +56,7 @@ absl::Status ReadFull(int socket_fd, int cancel_fd, void* data, size_t size, boo
       if (errno == EAGAIN || errno == EINTR) continue;
       return absl::UnavailableError(absl::StrFormat("recvmsg: %s", strerror(errno)));
     }
-    bool fds_ok = TakeFds(&msg, fds, kMaxFds);
+    bool fds_ok = TakeFds(&msg, fds);
     if (msg.msg_flags & MSG_CTRUNC) {
       return absl::InvalidArgumentError("message carries more file descriptors than allowed");
     }

@@ -159,45 +159,37 @@ absl::Status VhostUserDevice::Dispatch(Message& message, Reply* reply) {
     case vhost::kSetMemTable:
       return SetMemTable(message);
     case vhost::kSetVringNum: {
-      const auto* state = message.PayloadAs<vhost::VringState>();
-      if (state == nullptr) return need_size(sizeof(vhost::VringState));
-      if (absl::Status s = CheckIndex(state->index); !s.ok()) return s;
+      absl::StatusOr<vhost::VringState> state = RingPayload<vhost::VringState>(message);
+      if (!state.ok()) return state.status();
       if (state->num == 0 || state->num > Virtqueue::kMaxSize ||
           (state->num & (state->num - 1)) != 0) {
         return Invalid(absl::StrFormat("vring %d size %d is not a power of two in [1, %d]",
                                        state->index, state->num, Virtqueue::kMaxSize));
       }
-      StopRing(state->index);
-      vrings_[state->index].num = state->num;
-      return StartRingIfReady(state->index);
+      return Reconfigure(state->index, [&](Vring& vring) { vring.num = state->num; });
     }
     case vhost::kSetVringAddr: {
-      const auto* addr = message.PayloadAs<vhost::VringAddr>();
-      if (addr == nullptr) return need_size(sizeof(vhost::VringAddr));
-      if (absl::Status s = CheckIndex(addr->index); !s.ok()) return s;
-      StopRing(addr->index);
-      Vring& vring = vrings_[addr->index];
-      vring.have_addr = true;
-      vring.desc_addr = addr->desc_user_addr;
-      vring.avail_addr = addr->avail_user_addr;
-      vring.used_addr = addr->used_user_addr;
-      return StartRingIfReady(addr->index);
+      absl::StatusOr<vhost::VringAddr> addr = RingPayload<vhost::VringAddr>(message);
+      if (!addr.ok()) return addr.status();
+      return Reconfigure(addr->index, [&](Vring& vring) {
+        vring.have_addr = true;
+        vring.desc_addr = addr->desc_user_addr;
+        vring.avail_addr = addr->avail_user_addr;
+        vring.used_addr = addr->used_user_addr;
+      });
     }
     case vhost::kSetVringBase: {
-      const auto* state = message.PayloadAs<vhost::VringState>();
-      if (state == nullptr) return need_size(sizeof(vhost::VringState));
-      if (absl::Status s = CheckIndex(state->index); !s.ok()) return s;
+      absl::StatusOr<vhost::VringState> state = RingPayload<vhost::VringState>(message);
+      if (!state.ok()) return state.status();
       if (state->num > UINT16_MAX) {
         return Invalid(absl::StrFormat("vring %d base %d exceeds 65535", state->index, state->num));
       }
-      StopRing(state->index);
-      vrings_[state->index].base = static_cast<uint16_t>(state->num);
-      return StartRingIfReady(state->index);
+      return Reconfigure(state->index,
+                         [&](Vring& vring) { vring.base = static_cast<uint16_t>(state->num); });
     }
     case vhost::kGetVringBase: {
-      const auto* state = message.PayloadAs<vhost::VringState>();
-      if (state == nullptr) return need_size(sizeof(vhost::VringState));
-      if (absl::Status s = CheckIndex(state->index); !s.ok()) return s;
+      absl::StatusOr<vhost::VringState> state = RingPayload<vhost::VringState>(message);
+      if (!state.ok()) return state.status();
       StopRing(state->index);
       // The ring is stopped until the next SET_VRING_KICK.
       vrings_[state->index].kick.Reset();
@@ -209,19 +201,13 @@ absl::Status VhostUserDevice::Dispatch(Message& message, Reply* reply) {
     case vhost::kSetVringErr:
       return SetVringFd(message);
     case vhost::kSetVringEnable: {
-      const auto* state = message.PayloadAs<vhost::VringState>();
-      if (state == nullptr) return need_size(sizeof(vhost::VringState));
-      if (absl::Status s = CheckIndex(state->index); !s.ok()) return s;
+      absl::StatusOr<vhost::VringState> state = RingPayload<vhost::VringState>(message);
+      if (!state.ok()) return state.status();
       if (!protocol_features_acked()) {
         return Invalid("sent without VHOST_USER_F_PROTOCOL_FEATURES negotiated");
       }
       if (state->num > 1) return Invalid(absl::StrFormat("enable value %d", state->num));
-      vrings_[state->index].enabled = state->num == 1;
-      if (state->num == 0) {
-        StopRing(state->index);
-        return absl::OkStatus();
-      }
-      return StartRingIfReady(state->index);
+      return Reconfigure(state->index, [&](Vring& vring) { vring.enabled = state->num == 1; });
     }
     default:
       return absl::UnimplementedError("message type not supported");
@@ -285,6 +271,17 @@ absl::Status VhostUserDevice::SetMemTable(Message& message) {
   return result;
 }
 
+template <typename T>
+absl::StatusOr<T> VhostUserDevice::RingPayload(const Message& message) const {
+  const T* payload = message.PayloadAs<T>();
+  if (payload == nullptr) {
+    return Invalid(
+        absl::StrFormat("payload is %d bytes, expected %d", message.header.size, sizeof(T)));
+  }
+  if (absl::Status s = CheckIndex(payload->index); !s.ok()) return s;
+  return *payload;
+}
+
 absl::Status VhostUserDevice::CheckIndex(uint32_t index) const {
   if (index >= vrings_.size()) {
     return Invalid(absl::StrFormat("vring index %d, the device has %d", index, vrings_.size()));
@@ -321,15 +318,19 @@ absl::Status VhostUserDevice::SetVringFd(Message& message) {
       return Invalid(absl::StrFormat("fd for vring %d: fcntl: %s", index, strerror(errno)));
     }
   }
-  StopRing(index);  // the worker must let go of the old fd before it is closed
-  Vring& vring = vrings_[index];
-  if (request == vhost::kSetVringKick) {
-    vring.kick = std::move(fd);
-  } else if (request == vhost::kSetVringCall) {
-    vring.call = std::move(fd);
-  } else {
-    vring.err = std::move(fd);
-  }
+  // Reconfigure() stops the ring first: its thread lets go of the old fd before it is closed.
+  return Reconfigure(index, [&](Vring& vring) {
+    UniqueFd& slot = request == vhost::kSetVringKick   ? vring.kick
+                     : request == vhost::kSetVringCall ? vring.call
+                                                       : vring.err;
+    slot = std::move(fd);
+  });
+}
+
+absl::Status VhostUserDevice::Reconfigure(uint32_t index,
+                                          const std::function<void(Vring&)>& change) {
+  StopRing(index);
+  change(vrings_[index]);
   return StartRingIfReady(index);
 }
 

@@ -10,6 +10,7 @@
 #include <absl/status/status.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,8 +62,14 @@ class VhostUserDevice {
   absl::Status Dispatch(vhost::Message& message, Reply* reply);
   absl::Status SetFeatures(uint64_t features);
   absl::Status SetMemTable(vhost::Message& message);
-  // Resolves the vring index of a message; fails for an index past the queue count.
+  // Fails for an index past the queue count.
   absl::Status CheckIndex(uint32_t index) const;
+  // The payload of a vring message (VringState, VringAddr) if its size and index are right.
+  template <typename T>
+  absl::StatusOr<T> RingPayload(const vhost::Message& message) const;
+  // Stops ring `index` if it runs, applies `change` to its configuration, and starts it again if
+  // it is ready to run.
+  absl::Status Reconfigure(uint32_t index, const std::function<void(Vring&)>& change);
   absl::Status SetVringFd(vhost::Message& message);
   // Stops ring i if it runs, keeping its position. True if it was running.
   bool StopRing(uint32_t index);

@@ -129,36 +129,22 @@ absl::Status Frontend::SetUp() {
   if (absl::StatusOr<uint64_t> r = Send(proto::kSetOwner, nullptr, 0, {}, false); !r.ok()) {
     return r.status();
   }
-  if (absl::StatusOr<uint64_t> r = Send(proto::kGetFeatures, nullptr, 0, {}, false); !r.ok()) {
-    return r.status();
-  }
-  absl::StatusOr<proto::Message> features = Receive();
-  if (!features.ok()) return features.status();
-  uint64_t offered;
-  memcpy(&offered, features->payload, sizeof(offered));
+  absl::StatusOr<uint64_t> offered = Query(proto::kGetFeatures);
+  if (!offered.ok()) return offered.status();
   uint64_t wanted = proto::kFeatureVersion1 | proto::kFeatureProtocolFeatures;
   if (options_.event_idx) wanted |= proto::kFeatureEventIdx;
   if (options_.indirect) wanted |= proto::kFeatureIndirectDesc;
-  if ((offered & wanted) != wanted) return absl::FailedPreconditionError("features missing");
+  if ((*offered & wanted) != wanted) return absl::FailedPreconditionError("features missing");
 
   uint64_t protocol = proto::kProtocolMq | proto::kProtocolReplyAck;
   if (absl::StatusOr<uint64_t> r = Send(proto::kSetProtocolFeatures, &protocol, 8, {}, false);
       !r.ok()) {
     return r.status();
   }
-  if (absl::StatusOr<uint64_t> r = Send(proto::kGetQueueNum, nullptr, 0, {}, false); !r.ok()) {
-    return r.status();
-  }
-  absl::StatusOr<proto::Message> queues = Receive();
-  if (!queues.ok()) return queues.status();
-  uint64_t queue_num;
-  memcpy(&queue_num, queues->payload, sizeof(queue_num));
-  if (queue_num < ring_count) return absl::FailedPreconditionError("backend has too few queues");
-
-  absl::StatusOr<uint64_t> acked = Send(proto::kSetFeatures, &wanted, 8);
-  if (!acked.ok()) return acked.status();
-  if (*acked != 0) return absl::InternalError("SET_FEATURES refused");
-
+  absl::StatusOr<uint64_t> queue_num = Query(proto::kGetQueueNum);
+  if (!queue_num.ok()) return queue_num.status();
+  if (*queue_num < ring_count) return absl::FailedPreconditionError("backend has too few queues");
+  if (absl::Status s = Apply(proto::kSetFeatures, &wanted, sizeof(wanted)); !s.ok()) return s;
   if (absl::Status s = SendMemTable(); !s.ok()) return s;
   for (uint32_t i = 0; i < ring_count; ++i) {
     if (absl::Status s = StartRing(i); !s.ok()) return s;
@@ -180,10 +166,7 @@ absl::Status Frontend::SendMemTable() {
     table.regions[0] = {0, memory_bytes_, reinterpret_cast<uint64_t>(memory_), 0};
     fds = {memfd_.get()};
   }
-  absl::StatusOr<uint64_t> acked = Send(proto::kSetMemTable, &table, sizeof(table), fds);
-  if (!acked.ok()) return acked.status();
-  if (*acked != 0) return absl::InternalError("SET_MEM_TABLE refused");
-  return absl::OkStatus();
+  return Apply(proto::kSetMemTable, &table, sizeof(table), fds);
 }
 
 bool Frontend::WaitRingError(uint32_t index) {
@@ -222,14 +205,31 @@ absl::Status Frontend::StartRing(uint32_t index) {
       {proto::kSetVringEnable, &enable, sizeof(enable), {}},
   };
   for (const Step& step : steps) {
-    absl::StatusOr<uint64_t> acked = Send(step.request, step.payload, step.size, step.fds);
-    if (!acked.ok()) return acked.status();
-    if (*acked != 0) {
-      return absl::InternalError(
-          absl::StrFormat("vring %d: message %d refused", index, step.request));
+    if (absl::Status s = Apply(step.request, step.payload, step.size, step.fds); !s.ok()) {
+      return absl::Status(s.code(), absl::StrFormat("vring %d: %s", index, s.message()));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status Frontend::Apply(uint32_t request, const void* payload, size_t size,
+                             const std::vector<int>& fds) {
+  absl::StatusOr<uint64_t> verdict = Send(request, payload, size, fds);
+  if (!verdict.ok()) return verdict.status();
+  if (*verdict != 0) return absl::InternalError(absl::StrFormat("message %d refused", request));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Frontend::Query(uint32_t request) {
+  absl::StatusOr<uint64_t> sent = Send(request, nullptr, 0, {}, false);
+  if (!sent.ok()) return sent.status();
+  absl::StatusOr<proto::Message> reply = Receive();
+  if (!reply.ok()) return reply.status();
+  const uint64_t* value = reply->PayloadAs<uint64_t>();
+  if (reply->header.request != request || value == nullptr) {
+    return absl::InternalError(absl::StrFormat("malformed reply to message %d", request));
+  }
+  return *value;
 }
 
 absl::StatusOr<uint64_t> Frontend::Send(uint32_t request, const void* payload, size_t size,
@@ -343,11 +343,10 @@ absl::StatusOr<int> Frontend::Submit(uint32_t index, uint32_t opcode, uint64_t n
   const uint64_t base = SlotGpa(ring, slot);
   const uint64_t in_gpa = base + kIndirectBytes;
   const uint64_t out_gpa = in_gpa + in_room;
-  static std::atomic<uint64_t> next_unique{1};
   struct fuse_in_header header = {};
   header.len = static_cast<uint32_t>(in_size);
   header.opcode = opcode;
-  header.unique = next_unique.fetch_add(1);
+  header.unique = next_unique_++;
   header.nodeid = node_id;
   unsigned char* in = GuestPtr(in_gpa);
   memcpy(in, &header, sizeof(header));
@@ -374,7 +373,10 @@ absl::StatusOr<int> Frontend::Submit(uint32_t index, uint32_t opcode, uint64_t n
     unsigned char* table = GuestPtr(base);
     for (size_t i = 0; i < chain.size(); ++i) {
       RawDesc d = chain[i];
-      if (i + 1 < chain.size()) d.flags |= vring::kDescNext, d.next = static_cast<uint16_t>(i + 1);
+      if (i + 1 < chain.size()) {
+        d.flags |= vring::kDescNext;
+        d.next = static_cast<uint16_t>(i + 1);
+      }
       memcpy(table + 16 * i, &d, sizeof(d));
     }
     WriteDesc(index, first,

@@ -14,6 +14,7 @@
 #include <linux/fuse.h>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -130,6 +131,11 @@ class Frontend {
   explicit Frontend(FrontendOptions options) : options_(std::move(options)) {}
   absl::Status SetUp();
   absl::StatusOr<exp::vhost::Message> Receive();
+  // Sends with REPLY_ACK; fails unless the backend accepted the message.
+  absl::Status Apply(uint32_t request, const void* payload, size_t size,
+                     const std::vector<int>& fds = {});
+  // Sends a GET_* message and returns its u64 reply.
+  absl::StatusOr<uint64_t> Query(uint32_t request);
   uint64_t SlotGpa(const Ring& ring, int slot) const;
   uint16_t DescsPerSlot(const Ring& ring) const;
 
@@ -140,6 +146,7 @@ class Frontend {
   uint64_t memory_bytes_ = 0;
   uint64_t scratch_gpa_ = 0;
   std::vector<Ring> rings_;
+  std::atomic<uint64_t> next_unique_{1};  // Submit() may run on several threads, one per ring
 };
 
 }  // namespace bexd::test::vhost
