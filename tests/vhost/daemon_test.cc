@@ -1,0 +1,100 @@
+// The bexd daemon itself (BEXD_BINARY) with a vhost-user-fs export: a hostile guest breaks one
+// ring, the daemon keeps running and serves the next frontend, and stops cleanly on SIGTERM.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "export/virtqueue.h"
+#include "tests/vhost/export_fixture.h"
+
+extern char** environ;
+
+namespace bexd::test::vhost {
+namespace {
+
+class DaemonTest : public VhostExportTest {
+ protected:
+  void TearDown() override {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    VhostExportTest::TearDown();
+  }
+
+  void StartDaemon() {
+    std::vector<std::string> args = {
+        BEXD_BINARY,
+        "--blockdev",
+        "driver=file,node-name=disk0,filename=" + image_,
+        "--export",
+        "type=vhost-user-fs,id=vfs0,node-name=disk0,addr.type=unix,addr.path=" + socket_ +
+            ",tag=images,writable=on,num-request-queues=2",
+    };
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    ASSERT_EQ(posix_spawn(&pid_, BEXD_BINARY, nullptr, nullptr, argv.data(), environ), 0);
+  }
+
+  bool Running() { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+  // SIGTERM, then waits (bounded) for a clean exit; returns the exit status or -1.
+  int Terminate() {
+    kill(pid_, SIGTERM);
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < end) {
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
+
+  pid_t pid_ = -1;
+};
+
+TEST_F(DaemonTest, SurvivesHostileGuestAndServesNextFrontend) {
+  StartDaemon();
+  FrontendOptions options = Options(2);
+  std::unique_ptr<Frontend> frontend = ConnectAndInit(options);
+  ASSERT_NE(frontend, nullptr);
+  ASSERT_EQ(LookupImage(*frontend), 2u);
+
+  // A descriptor chain that loops, on request queue 1.
+  namespace vring = exp::vring;
+  frontend->WriteDesc(1, 100, {frontend->ScratchGpa(), 16, vring::kDescNext, 101});
+  frontend->WriteDesc(1, 101, {frontend->ScratchGpa(), 16, vring::kDescNext, 100});
+  frontend->PublishHead(1, 100);
+  EXPECT_TRUE(frontend->WaitRingError(1));
+  EXPECT_EQ(LookupImage(*frontend, 2), 2u);
+  frontend->Drop();
+  EXPECT_TRUE(Running());
+
+  std::unique_ptr<Frontend> next = ConnectAndInit(options);
+  ASSERT_NE(next, nullptr);
+  uint64_t node = LookupImage(*next);
+  uint64_t fh = OpenImage(*next, node);
+  struct fuse_read_in in = {};
+  in.fh = fh;
+  in.offset = 4096;
+  in.size = 4096;
+  absl::StatusOr<FuseReply> reply =
+      next->Fuse(1, FUSE_READ, node, &in, sizeof(in), nullptr, 0, 16 + 4096);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(std::equal(reply->payload.begin(), reply->payload.end(), pattern_.begin() + 4096));
+  next.reset();
+  EXPECT_EQ(Terminate(), 0);
+}
+
+}  // namespace
+}  // namespace bexd::test::vhost
