@@ -43,7 +43,6 @@ absl::StatusOr<std::unique_ptr<VhostUserQueueWorker>> VhostUserQueueWorker::Crea
     absl::Status error = worker->setup_error_;
     lock.unlock();
     worker->thread_.join();
-    worker->thread_ = std::thread();
     return error;
   }
   return worker;
@@ -68,10 +67,9 @@ void VhostUserQueueWorker::ThreadMain(std::shared_ptr<fuse::Session> session) {
       queue_ =
           std::make_unique<fuse::Queue>(std::move(session), std::move(*io), &OnRequestDone, this);
     } else {
-      setup_error_ =
-          absl::Status(io.status().code(), absl::StrFormat("%s: cannot create an I/O "
-                                                           "queue: %s",
-                                                           name_, io.status().message()));
+      setup_error_ = absl::Status(
+          io.status().code(),
+          absl::StrFormat("%s: cannot create an I/O queue: %s", name_, io.status().message()));
     }
     ready_ = true;
   }
