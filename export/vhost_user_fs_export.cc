@@ -205,15 +205,12 @@ void VhostUserFsExport::Stop() {
   std::lock_guard lock(stop_mutex_);
   if (stopped_) return;
   stopped_ = true;
-  if (thread_.joinable()) {
-    const uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = write(stop_fd_.get(), &one, sizeof(one));
-    thread_.join();
-  }
-  if (listen_fd_) {
-    listen_fd_.Reset();
-    unlink(socket_path_.c_str());
-  }
+  if (!thread_.joinable()) return;  // Start() failed before serving: nothing to stop or flush
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(stop_fd_.get(), &one, sizeof(one));
+  thread_.join();
+  listen_fd_.Reset();
+  unlink(socket_path_.c_str());
   if (session_->options().writable) {
     if (absl::Status status = FlushNode(*node()); !status.ok()) {
       log::Error("export '{}': flush on stop failed: {}", id(), std::string(status.message()));
