@@ -90,6 +90,8 @@ absl::Status FileNode::Init() {
   if (options_.aio == AioMode::kNative && !read_only_ && !options_.cache_no_flush) {
     ProbeAioFdsync();
   }
+  log::Debug("node '{}': {}, {} bytes, direct I/O alignment: offset {}, memory {}", node_name(),
+             description(), size(), offset_align_, memory_align_);
   return absl::OkStatus();
 }
 

@@ -52,18 +52,6 @@ bool WaitFor(const std::function<bool()>& ready, int timeout_ms) {
   return true;
 }
 
-std::shared_ptr<BlockNode> Open(const std::string& path, AioMode aio, bool direct,
-                                DiscardMode discard = DiscardMode::kIgnore) {
-  FileOptions options;
-  options.filename = path;
-  options.aio = aio;
-  options.cache_direct = direct;
-  options.discard = discard;
-  auto node = testing::OpenFile(options);
-  EXPECT_TRUE(node.ok()) << node.status();
-  return node.ok() ? *node : nullptr;
-}
-
 class LoopDevice {
  public:
   explicit LoopDevice(const std::string& backing)
@@ -84,7 +72,7 @@ TEST(FileDevice, LoopDevice) {
   LoopDevice loop(backing);
   if (loop.path().empty()) GTEST_SKIP() << "losetup is not available (needs root and loop)";
   for (AioMode aio : {AioMode::kNative, AioMode::kThreads}) {
-    auto node = Open(loop.path(), aio, true, DiscardMode::kUnmap);
+    auto node = testing::OpenFileOrFail(loop.path(), aio, true, DiscardMode::kUnmap);
     ASSERT_NE(node, nullptr);
     EXPECT_EQ(node->size(), kSize);
     EXPECT_GE(node->request_alignment(), 512u);
@@ -185,7 +173,7 @@ TEST(FileDevice, IoErrorsAreReportedAndTheQueueKeepsWorking) {
   FailingImage image(dir.path());
   if (!image.ok()) GTEST_SKIP() << "nbdfuse, nbdkit or /dev/fuse is not available";
   for (AioMode aio : {AioMode::kNative, AioMode::kThreads}) {
-    auto node = Open(image.path(), aio, /*direct=*/true);
+    auto node = testing::OpenFileOrFail(image.path(), aio, /*direct=*/true);
     ASSERT_NE(node, nullptr);
     EXPECT_EQ(node->size(), 16u << 20);
     auto queue = testing::MakeQueue(*node);
@@ -223,7 +211,7 @@ TEST(FileDevice, FullFilesystemReportsNoSpace) {
     std::string path = mountpoint + "/image";
     ASSERT_EQ(testing::Shell("truncate -s 8M '" + path + "'"), 0);
     for (AioMode aio : {AioMode::kNative, AioMode::kThreads}) {
-      auto node = Open(path, aio, /*direct=*/false);
+      auto node = testing::OpenFileOrFail(path, aio, /*direct=*/false);
       ASSERT_NE(node, nullptr);
       auto queue = testing::MakeQueue(*node);
       std::vector<unsigned char> data = Pattern(65536, 4);

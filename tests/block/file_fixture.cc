@@ -54,6 +54,18 @@ absl::StatusOr<std::shared_ptr<BlockNode>> OpenFile(const FileOptions& options, 
   return OpenBlockNode(blockdev);
 }
 
+std::shared_ptr<BlockNode> OpenFileOrFail(const std::string& path, AioMode aio, bool direct,
+                                          DiscardMode discard) {
+  FileOptions options;
+  options.filename = path;
+  options.aio = aio;
+  options.cache_direct = direct;
+  options.discard = discard;
+  auto node = OpenFile(options);
+  EXPECT_TRUE(node.ok()) << node.status();
+  return node.ok() ? *node : nullptr;
+}
+
 std::unique_ptr<IoQueue> MakeQueue(BlockNode& node) {
   auto queue = node.CreateQueue();
   EXPECT_TRUE(queue.ok()) << queue.status();

@@ -31,6 +31,9 @@ class ScratchDir {
 absl::StatusOr<std::shared_ptr<BlockNode>> OpenFile(const FileOptions& options,
                                                     bool read_only = false,
                                                     const std::string& node_name = "disk0");
+// A node on `path` with these modes; a gtest failure and nullptr if it does not open.
+std::shared_ptr<BlockNode> OpenFileOrFail(const std::string& path, AioMode aio, bool direct,
+                                          DiscardMode discard = DiscardMode::kIgnore);
 std::unique_ptr<IoQueue> MakeQueue(BlockNode& node);
 
 // The bytes of a file, read with a plain descriptor.

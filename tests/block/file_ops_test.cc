@@ -22,18 +22,6 @@ using testing::RunOne;
 using testing::WaitIdle;
 using testing::WriteAt;
 
-std::shared_ptr<BlockNode> Open(const std::string& path, AioMode aio, bool direct,
-                                DiscardMode discard = DiscardMode::kUnmap) {
-  FileOptions options;
-  options.filename = path;
-  options.aio = aio;
-  options.cache_direct = direct;
-  options.discard = discard;
-  auto node = testing::OpenFile(options);
-  EXPECT_TRUE(node.ok()) << node.status();
-  return node.ok() ? *node : nullptr;
-}
-
 off_t SeekHole(const std::string& path, off_t from) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   off_t hole = lseek(fd, from, SEEK_HOLE);
@@ -50,7 +38,7 @@ TEST_P(FileOpsTest, DiscardUnmapPunchesAHole) {
   std::string path = dir_.CreateFile("image", 1 << 20);
   testing::WriteFile(path, Pattern(1 << 20, 1), 0);
   ASSERT_EQ(SeekHole(path, 0), 1 << 20) << "the file should start fully allocated";
-  auto node = Open(path, GetParam(), true);
+  auto node = testing::OpenFileOrFail(path, GetParam(), true, DiscardMode::kUnmap);
   auto queue = testing::MakeQueue(*node);
   EXPECT_EQ(RunOne(*queue, IoOp::kDiscard, 256 * 1024, 512 * 1024), 512 * 1024);
   EXPECT_EQ(SeekHole(path, 0), 256 * 1024);
@@ -64,7 +52,7 @@ TEST_P(FileOpsTest, DiscardUnmapPunchesAHole) {
 TEST_P(FileOpsTest, DiscardIgnoreKeepsData) {
   std::string path = dir_.CreateFile("image", 1 << 20);
   testing::WriteFile(path, Pattern(1 << 20, 2), 0);
-  auto node = Open(path, GetParam(), false, DiscardMode::kIgnore);
+  auto node = testing::OpenFileOrFail(path, GetParam(), false, DiscardMode::kIgnore);
   auto queue = testing::MakeQueue(*node);
   EXPECT_EQ(RunOne(*queue, IoOp::kDiscard, 0, 1 << 20), 1 << 20);
   EXPECT_EQ(testing::ReadFile(path, 0, 1 << 20), Pattern(1 << 20, 2));
@@ -75,7 +63,7 @@ TEST_P(FileOpsTest, WriteZeroes) {
     for (uint32_t flags : {0u, uint32_t{kIoMayUnmap}}) {
       std::string path = dir_.CreateFile("image", 1 << 20);
       testing::WriteFile(path, Pattern(1 << 20, 3), 0);
-      auto node = Open(path, GetParam(), direct);
+      auto node = testing::OpenFileOrFail(path, GetParam(), direct, DiscardMode::kUnmap);
       auto queue = testing::MakeQueue(*node);
       std::vector<unsigned char> expected = Pattern(1 << 20, 3);
       // Aligned, then a range that starts and ends inside blocks.
@@ -96,7 +84,7 @@ TEST_P(FileOpsTest, BlockStatusOnSparseFile) {
   constexpr uint64_t kMiB = 1 << 20;
   std::string path = dir_.CreateFile("image", 4 * kMiB);
   testing::WriteFile(path, Pattern(65536, 4), kMiB);
-  auto node = Open(path, GetParam(), true);
+  auto node = testing::OpenFileOrFail(path, GetParam(), true, DiscardMode::kUnmap);
   auto queue = testing::MakeQueue(*node);
   bool data = true;
   EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 0, 4 * kMiB, nullptr, 0, 0, &data), kMiB);
@@ -118,7 +106,7 @@ TEST_P(FileOpsTest, BlockStatusOnSparseFile) {
 TEST_P(FileOpsTest, TruncateGrowsAndShrinks) {
   std::string path = dir_.CreateFile("image", 1 << 20);
   testing::WriteFile(path, Pattern(1 << 20, 5), 0);
-  auto node = Open(path, GetParam(), true);
+  auto node = testing::OpenFileOrFail(path, GetParam(), true, DiscardMode::kUnmap);
   auto queue = testing::MakeQueue(*node);
   ASSERT_TRUE(node->Truncate(3 << 20).ok());
   EXPECT_EQ(node->size(), 3u << 20);
@@ -146,13 +134,14 @@ TEST_P(FileOpsTest, ConcurrentPartialBlockWritesLoseNothing) {
   constexpr size_t kPiece = 150;
   constexpr int kRounds = 20;
   std::string path = dir_.CreateFile("image", kBlocks * kBlock);
-  auto node = Open(path, GetParam(), true);
+  auto node = testing::OpenFileOrFail(path, GetParam(), true, DiscardMode::kUnmap);
   ASSERT_GT(node->request_alignment(), 1u) << "O_DIRECT should need aligned requests";
   auto piece_offset = [](int thread, int block) { return block * kBlock + 7 + thread * kPiece; };
   auto piece_data = [](int thread, int round, int block) {
     return Pattern(kPiece, (thread * 1000 + round) * 100 + block);
   };
-  std::vector<bool> ok(2, false);
+  // One byte per thread: std::vector<bool> would pack both flags into one word.
+  std::vector<char> ok(2, 0);
   auto writer = [&](int thread) {
     auto queue = node->CreateQueue();
     if (!queue.ok()) return;
@@ -173,12 +162,12 @@ TEST_P(FileOpsTest, ConcurrentPartialBlockWritesLoseNothing) {
         if (outcome.result != static_cast<int64_t>(kPiece)) return;
       }
     }
-    ok[thread] = true;
+    ok[thread] = 1;
   };
   std::thread first(writer, 0), second(writer, 1);
   first.join();
   second.join();
-  ASSERT_EQ(ok, std::vector<bool>(2, true));
+  ASSERT_EQ(ok, std::vector<char>(2, 1));
   std::vector<unsigned char> file = testing::ReadFile(path, 0, kBlocks * kBlock);
   for (int block = 0; block < kBlocks; ++block) {
     for (int thread = 0; thread < 2; ++thread) {
