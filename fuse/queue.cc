@@ -241,7 +241,7 @@ void Queue::OnIoComplete(block::IoRequest* io, int64_t result) {
       return;
     default:  // FSYNC, FALLOCATE: success carries no payload
       if (result < 0) {
-        queue->ReplyError(request, static_cast<int>(-result));
+        queue->ReplyIoError(request, result);
       } else {
         queue->Reply(request, nullptr, 0);
       }
@@ -259,6 +259,11 @@ void Queue::ReplyError(Request* request, int error) {
   const struct fuse_out_header header { sizeof(header), -error, state.unique };
   CopyToOut(request, 0, &header, sizeof(header));
   Finish(request, sizeof(header), true);
+}
+
+void Queue::ReplyIoError(Request* request, int64_t result) {
+  // Anything outside the errno range (a driver bug) becomes EIO, never a negated INT64_MIN.
+  ReplyError(request, result < 0 && result >= -4095 ? static_cast<int>(-result) : EIO);
 }
 
 void Queue::Reply(Request* request, const void* payload, size_t payload_bytes) {

@@ -93,6 +93,8 @@ class Queue {
 
   // Reply endings. `error` is a positive errno.
   void ReplyError(Request* request, int error);
+  // A failed block I/O: `result` is its -errno.
+  void ReplyIoError(Request* request, int64_t result);
   void Reply(Request* request, const void* payload, size_t payload_bytes);
   template <typename T>
   void Reply(Request* request, const T& payload) {

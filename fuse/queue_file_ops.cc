@@ -94,7 +94,7 @@ void Queue::HandleRead(Request* request, const Header& header) {
 
 void Queue::OnReadDone(Request* request, int64_t result) {
   if (result < 0) {
-    ReplyError(request, static_cast<int>(-result));
+    ReplyIoError(request, result);
     return;
   }
   const uint64_t bytes = std::min<uint64_t>(result, request->state.length);
@@ -160,7 +160,7 @@ void Queue::HandleWrite(Request* request, const Header& header) {
 
 void Queue::OnWriteDone(Request* request, int64_t result) {
   if (result < 0) {
-    ReplyError(request, static_cast<int>(-result));
+    ReplyIoError(request, result);
     return;
   }
   struct fuse_write_out out;
@@ -293,7 +293,7 @@ void Queue::SubmitBlockStatus(Request* request) {
 void Queue::OnBlockStatusDone(Request* request, int64_t result) {
   RequestState& state = request->state;
   if (result < 0) {
-    ReplyError(request, static_cast<int>(-result));
+    ReplyIoError(request, result);
     return;
   }
   const bool want_data = state.length == SEEK_DATA;
