@@ -141,7 +141,7 @@ Try, from another shell:
   losetup --find --show {mountpoint}      # a block device on top (root)
   echo '{{"execute":"qmp_capabilities"}} {{"execute":"x-query-export-stats"}}' |
       socat - UNIX-CONNECT:{monitor}
-Stop it with Ctrl-C or: kill $(cat {pidfile})
+Stop it with: kill $(cat {pidfile})   (or Ctrl-C if it runs in the foreground)
 )",
       fmt::arg("pid", ::getpid()), fmt::arg("image", paths.image), fmt::arg("label", kDemoLabel),
       fmt::arg("mountpoint", paths.mountpoint), fmt::arg("monitor", paths.monitor),

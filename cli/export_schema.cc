@@ -11,13 +11,14 @@
 
 #include "cli/names.h"
 #include "cli/paths.h"
+#include "export/fuse_export.h"
+#include "export/vhost_user_fs_export.h"
 
 namespace bexd::cli {
 namespace {
 
 using exp::AllowOther;
 
-constexpr uint32_t kMaxQueues = 1024;
 // The virtio-fs configuration space holds the tag in 36 bytes.
 constexpr size_t kMaxTagLength = 36;
 
@@ -58,7 +59,7 @@ exp::FuseExportOptions ReadFuseOptions(OptionReader& reader,
   reader.Bool("growable", &fuse.growable);
   reader.Enum("allow-other", &fuse.allow_other,
               {{"off", AllowOther::kOff}, {"on", AllowOther::kOn}, {"auto", AllowOther::kAuto}});
-  reader.Integer("num-queues", &fuse.num_queues, 1, kMaxQueues);
+  reader.Integer("num-queues", &fuse.num_queues, 1, exp::FuseExport::kMaxQueues);
   ApplyIothreads(reader, iothreads, "num-queues", &fuse.num_queues);
   return fuse;
 }
@@ -96,7 +97,8 @@ exp::VhostUserFsExportOptions ReadVhostUserFsOptions(OptionReader& reader,
                                          OptionReader::Quote(vhost.file_name)));
   }
   reader.Bool("growable", &vhost.growable);
-  reader.Integer("num-request-queues", &vhost.num_request_queues, 1, kMaxQueues);
+  reader.Integer("num-request-queues", &vhost.num_request_queues, 1,
+                 exp::VhostUserFsExport::kMaxRequestQueues);
   ApplyIothreads(reader, iothreads, "num-request-queues", &vhost.num_request_queues);
   return vhost;
 }

@@ -1,0 +1,79 @@
+#!/bin/bash
+# One command per job, each safe to run again:
+#   scripts/setup.sh demo   install dependencies, build, start the demo export (in the background)
+#   scripts/setup.sh test   install dependencies, build, run every test through ctest
+#   scripts/setup.sh build  install dependencies and build only
+# BUILD_DIR (default: build) and BEXD_DEMO_DIR (default: bexd's own default) may be set.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${BUILD_DIR:-$root/build}
+jobs=$(nproc)
+
+as_root() {
+  if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi
+}
+
+install_deps() {
+  local packages missing=()
+  mapfile -t packages < <(grep -Ev '^\s*(#|$)' "$root/scripts/deps.txt")
+  for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
+      missing+=("$package")
+  done
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    echo "setup: all ${#packages[@]} packages are installed"
+    return
+  fi
+  echo "setup: installing ${missing[*]}"
+  as_root apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    "${packages[@]}"
+}
+
+ensure_fuse() {
+  if [[ ! -c /dev/fuse ]]; then
+    as_root modprobe fuse
+  fi
+  [[ -c /dev/fuse ]] || { echo "setup: /dev/fuse is missing and modprobe fuse did not help" >&2; exit 1; }
+}
+
+build() {
+  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  cmake --build "$build_dir" -j "$jobs"
+}
+
+run_demo() {
+  local dir=${BEXD_DEMO_DIR:-${XDG_STATE_HOME:-$HOME/.local/state}/bexd/demo}
+  local pidfile=$dir/bexd.pid
+  mkdir -p "$dir"
+  if [[ -e $pidfile ]] && ! flock -n "$pidfile" true; then
+    echo "setup: the demo is already running (pid $(cat "$pidfile")); its files are in $dir"
+    echo "setup: stop it with: kill \$(cat $pidfile)"
+    return
+  fi
+  "$build_dir/cli/bexd" --demo-dir "$dir" --daemonize
+}
+
+case ${1:-} in
+  demo)
+    install_deps
+    ensure_fuse
+    build
+    run_demo
+    ;;
+  test)
+    install_deps
+    ensure_fuse
+    build
+    ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
+    ;;
+  build)
+    install_deps
+    build
+    ;;
+  *)
+    echo "usage: $0 demo|test|build" >&2
+    exit 2
+    ;;
+esac
