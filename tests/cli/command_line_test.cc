@@ -8,19 +8,17 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/cli/bexd_process.h"
+
 namespace bexd::cli {
 namespace {
 
 class CommandLineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/bexd-cmdline-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    mountpoint_ = dir_ + "/mnt";
-    std::ofstream(mountpoint_).put('\0');
+    dir_ = temp_dir_.path();
+    mountpoint_ = temp_dir_.File("mnt", 1);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   absl::StatusOr<CommandLine> Parse(std::vector<std::string> args) {
     std::vector<std::string_view> views(args.begin(), args.end());
@@ -37,6 +35,7 @@ class CommandLineTest : public ::testing::Test {
     return path;
   }
 
+  bexd::testing::TempDir temp_dir_;
   std::string dir_;
   std::string mountpoint_;
 };

@@ -1,9 +1,7 @@
 // The shared schema layer: keyval and JSON spellings give the same options, and every bad input
 // gives one message naming the key.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -12,6 +10,7 @@
 #include "cli/export_schema.h"
 #include "cli/json_text.h"
 #include "cli/keyval.h"
+#include "tests/cli/bexd_process.h"
 
 namespace bexd::cli {
 namespace {
@@ -39,14 +38,11 @@ std::string ExportError(const json& object, Syntax syntax) {
 class SchemaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/bexd-schema-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    mountpoint_ = dir_ + "/mnt";
-    std::ofstream(mountpoint_).put('\0');
+    dir_ = temp_dir_.path();
+    mountpoint_ = temp_dir_.File("mnt", 1);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
+  bexd::testing::TempDir temp_dir_;
   std::string dir_;
   std::string mountpoint_;
 };
