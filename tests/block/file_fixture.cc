@@ -14,37 +14,6 @@
 #include "block/open.h"
 
 namespace bexd::block::testing {
-namespace {
-
-std::string ScratchBase() {
-  struct statfs fs;
-  if (statfs("/var/tmp", &fs) == 0 && fs.f_type != TMPFS_MAGIC) return "/var/tmp";
-  return std::filesystem::current_path().string();
-}
-
-}  // namespace
-
-ScratchDir::ScratchDir() {
-  std::string pattern = ScratchBase() + "/bexd-block-test.XXXXXX";
-  char* made = mkdtemp(pattern.data());
-  EXPECT_NE(made, nullptr) << "mkdtemp " << pattern << ": " << strerror(errno);
-  path_ = pattern;
-}
-
-ScratchDir::~ScratchDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
-std::string ScratchDir::CreateFile(const std::string& name, uint64_t size) const {
-  std::string path = path_ + "/" + name;
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  EXPECT_GE(fd, 0) << path << ": " << strerror(errno);
-  EXPECT_EQ(ftruncate(fd, static_cast<off_t>(size)), 0);
-  close(fd);
-  return path;
-}
-
 absl::StatusOr<std::shared_ptr<BlockNode>> OpenFile(const FileOptions& options, bool read_only,
                                                     const std::string& node_name) {
   BlockdevOptions blockdev;

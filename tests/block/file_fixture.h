@@ -11,22 +11,11 @@
 
 #include "block/block_node.h"
 #include "block/options.h"
+#include "tests/support/scratch_dir.h"
 
 namespace bexd::block::testing {
 
-// A fresh directory removed with its contents on destruction. Placed under /var/tmp unless that
-// is tmpfs (no O_DIRECT before Linux 6.6), then under the working directory.
-class ScratchDir {
- public:
-  ScratchDir();
-  ~ScratchDir();
-  const std::string& path() const { return path_; }
-  // Creates (or truncates) a file of `size` bytes and returns its path.
-  std::string CreateFile(const std::string& name, uint64_t size) const;
-
- private:
-  std::string path_;
-};
+using bexd::testing::ScratchDir;
 
 absl::StatusOr<std::shared_ptr<BlockNode>> OpenFile(const FileOptions& options,
                                                     bool read_only = false,

@@ -24,45 +24,6 @@
 extern char** environ;
 
 namespace bexd::exp::testing {
-namespace {
-
-constexpr long kTmpfsMagic = 0x01021994;
-
-}  // namespace
-
-ScratchDir::ScratchDir() {
-  // /var/tmp unless it is tmpfs (O_DIRECT needs a disk file system on older kernels).
-  std::string base = "/var/tmp";
-  struct statfs fs;
-  if (::statfs(base.c_str(), &fs) != 0 || fs.f_type == kTmpfsMagic) {
-    base = std::filesystem::current_path().string();
-  }
-  std::string pattern = base + "/bexd-export-test-XXXXXX";
-  char* made = ::mkdtemp(pattern.data());
-  if (made == nullptr) {
-    ADD_FAILURE() << "mkdtemp " << pattern << ": " << std::strerror(errno);
-    return;
-  }
-  path_ = made;
-}
-
-ScratchDir::~ScratchDir() {
-  if (path_.empty()) return;
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
-std::string ScratchDir::CreateFile(const std::string& name, uint64_t size) const {
-  const std::string path = path_ + "/" + name;
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  EXPECT_GE(fd, 0) << path << ": " << std::strerror(errno);
-  if (fd >= 0) {
-    EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0) << std::strerror(errno);
-    ::close(fd);
-  }
-  return path;
-}
-
 uint8_t PatternByte(uint64_t offset, uint32_t seed) {
   uint64_t x = (offset / 8) * 0x9E3779B97F4A7C15ull ^ (uint64_t{seed} << 32 | seed);
   x ^= x >> 29;

@@ -18,21 +18,11 @@
 #include "block/options.h"
 #include "export/export.h"
 #include "export/options.h"
+#include "tests/support/scratch_dir.h"
 
 namespace bexd::exp::testing {
 
-// A fresh directory on a disk-backed file system (O_DIRECT works there), removed on destruction.
-class ScratchDir {
- public:
-  ScratchDir();
-  ~ScratchDir();
-  const std::string& path() const { return path_; }
-  // Creates a file of `size` bytes (sparse) and returns its path.
-  std::string CreateFile(const std::string& name, uint64_t size) const;
-
- private:
-  std::string path_;
-};
+using bexd::testing::ScratchDir;
 
 // Byte `offset` of the pattern `seed`: every position of every seed differs from its neighbours,
 // so misplaced, stale or torn data shows.
