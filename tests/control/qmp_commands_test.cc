@@ -37,7 +37,8 @@ TEST_F(ControlTest, AddAndRemoveNodesAndExportsWhileFioRuns) {
     std::string command =
         "timeout -k 10 240 fio --name=busy --filename=" + mountpoint_ +
         " --rw=randrw --bs=4k --size=8M --iodepth=8 --ioengine=libaio --direct=0 --fsync=32"
-        " --verify=crc32c --verify_fatal=1 --loops=4 --output-format=normal 2>&1";
+        " --verify=crc32c --verify_fatal=1 --verify_state_save=0 --loops=4"
+        " --output-format=normal 2>&1";
     FILE* pipe = ::popen(command.c_str(), "r");
     char buffer[4096];
     size_t n;
