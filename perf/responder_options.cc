@@ -1,46 +1,13 @@
 #include "perf/responder_options.h"
 
+#include "perf/command_args.h"
+
 #include <fmt/format.h>
 
-#include <charconv>
 #include <limits>
 #include <string_view>
 
 namespace bexd::perf {
-namespace {
-
-// An unsigned integer with an optional binary suffix (K, M, G, T), at most `max`.
-absl::StatusOr<uint64_t> ParseNumber(std::string_view name, std::string_view text, uint64_t max) {
-  uint64_t value = 0;
-  const char* end = text.data() + text.size();
-  auto [next, error] = std::from_chars(text.data(), end, value);
-  if (error != std::errc() || next == text.data()) {
-    return absl::InvalidArgumentError(fmt::format("--{}: '{}' is not a number", name, text));
-  }
-  int shift = 0;
-  if (next != end) {
-    const std::string_view suffix(next, end - next);
-    if (suffix == "K" || suffix == "k") {
-      shift = 10;
-    } else if (suffix == "M") {
-      shift = 20;
-    } else if (suffix == "G") {
-      shift = 30;
-    } else if (suffix == "T") {
-      shift = 40;
-    } else {
-      return absl::InvalidArgumentError(
-          fmt::format("--{}: unknown suffix '{}' (use K, M, G or T)", name, suffix));
-    }
-  }
-  if (value > (std::numeric_limits<uint64_t>::max() >> shift) || (value << shift) > max) {
-    return absl::InvalidArgumentError(
-        fmt::format("--{}: '{}' is larger than the maximum {}", name, text, max));
-  }
-  return value << shift;
-}
-
-}  // namespace
 
 const char* ResponderUsage() {
   return "usage: limit_responder --mountpoint=FILE [--size=BYTES] [--queues=N]\n"
@@ -56,22 +23,11 @@ const char* ResponderUsage() {
 absl::StatusOr<ResponderOptions> ParseResponderOptions(std::span<char* const> args) {
   ResponderOptions options;
   options.config.file_size = uint64_t{1} << 30;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string_view arg = args[i];
-    if (!arg.starts_with("--")) {
-      return absl::InvalidArgumentError(fmt::format("unexpected argument '{}'", arg));
-    }
-    arg.remove_prefix(2);
-    std::string_view name = arg;
-    std::string_view value;
-    if (const size_t eq = arg.find('='); eq != std::string_view::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return absl::InvalidArgumentError(fmt::format("--{} needs a value", name));
-    }
+  for (size_t i = 0; i < args.size();) {
+    absl::StatusOr<CommandOption> option = NextOption(args, &i);
+    if (!option.ok()) return option.status();
+    const std::string_view name = option->name;
+    const std::string_view value = option->value;
     if (name == "mountpoint") {
       options.mountpoint = value;
     } else if (name == "size") {

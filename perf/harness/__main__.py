@@ -1,5 +1,6 @@
 """perf/run.sh: builds what it needs, runs the fio matrix against every system in interleaved
-repetitions, and writes raw.tsv, summary.tsv, memory.tsv, summary.md, commands.md and PNG charts."""
+repetitions (and the same cells through the vhost-user-fs export with vhost_bench), and writes
+raw.tsv, summary.tsv, memory.tsv, summary.md, commands.md and PNG charts."""
 
 import argparse
 import datetime
@@ -9,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from harness import build, charts, fio, machine, matrix, report, systems
+from harness import build, charts, fio, machine, matrix, report, systems, vhost
 
 QUICK_WORKLOADS = "randread-aio-j1,randwrite-aio-j1,randread-sync-j1,randwrite-sync-j1"
 # Seconds per cell beyond runtime + ramp (fio start-up and teardown), and per daemon start/stop.
@@ -30,7 +31,8 @@ def parse_args(repo):
                                       "BUILD_DIR/quick/<date-time> in quick mode)")
     parser.add_argument("--build-dir", default=os.path.join(repo, "build-perf"))
     parser.add_argument("--systems", default=",".join(matrix.SYSTEMS),
-                        help="comma list of limit, qsd, native, bexd (default all)")
+                        help="comma list of limit, qsd, native, bexd, vhost (default all; "
+                             "vhost = bexd's vhost-user-fs export driven by vhost_bench)")
     parser.add_argument("--drivers", default=",".join(matrix.DRIVERS), help="null,file")
     parser.add_argument("--queues", help="queue counts for bexd and the limit responder "
                                          "(default 1,2,4)")
@@ -41,6 +43,7 @@ def parse_args(repo):
     parser.add_argument("--no-build", action="store_true", help="use the binaries as they are")
     parser.add_argument("--bexd", help="bexd binary (default: built in BUILD_DIR)")
     parser.add_argument("--limit-responder", help="limit_responder binary (default: built)")
+    parser.add_argument("--vhost-bench", help="vhost_bench binary (default: built)")
     parser.add_argument("--qsd", default="qemu-storage-daemon", help="qemu-storage-daemon binary")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the plan, time estimate and commands, run nothing")
@@ -82,10 +85,11 @@ def _choices(option, text, allowed):
 def find_binaries(args, repo):
     """Builds what is needed and returns {system: binary}; drops systems that cannot run."""
     binaries = {"qsd": shutil.which(args.qsd) or args.qsd}
-    wanted = {"bexd": args.bexd, "limit": args.limit_responder}
-    cmake_targets = {"bexd": "bexd", "limit": "limit_responder"}
-    to_build = [cmake_targets[s] for s, path in wanted.items()
-                if path is None and s in args.system_list]
+    wanted = {"bexd": args.bexd, "limit": args.limit_responder, "vhost": args.vhost_bench}
+    cmake_targets = {"bexd": "bexd", "limit": "limit_responder", "vhost": "vhost_bench"}
+    # The vhost system runs bexd too.
+    needed = set(args.system_list) | ({"bexd"} if "vhost" in args.system_list else set())
+    to_build = [cmake_targets[s] for s, path in wanted.items() if path is None and s in needed]
     if to_build and not args.no_build and not args.dry_run:
         os.makedirs(args.out, exist_ok=True)
         log = os.path.join(args.out, "build.log")
@@ -96,10 +100,11 @@ def find_binaries(args, repo):
             print(f"warning: {error}", file=sys.stderr)
     for system, path in wanted.items():
         binaries[system] = path or build.target_path(args.build_dir, cmake_targets[system])
-    for system in ("bexd", "limit", "qsd"):
-        path = binaries[system]
-        if system in args.system_list and not (path and os.access(path, os.X_OK)):
-            print(f"warning: no usable {system} binary ({path or 'not built'}); "
+    usable = {system: bool(path and os.access(path, os.X_OK)) for system, path in binaries.items()}
+    usable["vhost"] = usable["vhost"] and usable["bexd"]
+    for system in ("bexd", "limit", "qsd", "vhost"):
+        if system in args.system_list and not usable[system]:
+            print(f"warning: no usable {system} binary ({binaries[system] or 'not built'}); "
                   f"leaving {system} out of this run", file=sys.stderr)
             args.system_list.remove(system)
     return binaries
@@ -140,6 +145,7 @@ class Run:
         self.repo = repo
         self.binaries = binaries
         self.mountpoint = os.path.join(args.build_dir, "bench", "export")
+        self.socket_path = os.path.join(args.build_dir, "bench", "vhost.sock")
         self.targets = matrix.targets(args.system_list, args.driver_list, args.queue_list)
         self.workloads = args.workload_list
         self.raw_rows = []
@@ -155,14 +161,24 @@ class Run:
 
     def daemon_command(self, target):
         return systems.daemon_command(target, self.binaries, self.args.image, self.mountpoint,
-                                      self.args.size)
+                                      self.args.size, self.socket_path)
 
-    def fio_command(self, target, workload):
+    def cell_command(self, target, workload):
+        """The fio command of a cell, or for the vhost system the vhost_bench command."""
+        if target.system == "vhost":
+            return vhost.bench_command(self.binaries["vhost"], workload, self.socket_path,
+                                       target.queues, self.args.runtime, self.args.ramp)
         filename = self.args.image if target.system == "native" else self.mountpoint
         return fio.fio_command(workload, filename, self.args.runtime, self.args.ramp)
 
+    def workloads_of(self, target):
+        return [w for w in self.workloads if target.runs(w)]
+
+    def cells_per_rep(self):
+        return sum(len(self.workloads_of(t)) for t in self.targets)
+
     def estimate_s(self):
-        cells = len(self.targets) * len(self.workloads)
+        cells = self.cells_per_rep()
         per_cell = self.args.runtime + self.args.ramp + CELL_OVERHEAD_S
         return self.args.reps * (cells * per_cell + len(self.targets) * DAEMON_OVERHEAD_S)
 
@@ -172,13 +188,13 @@ class Run:
             command = self.daemon_command(target)
             lines += [f"## {target.name}", "", "```",
                       " ".join(command) if command else "# no daemon: fio runs on the image"]
-            lines += [" ".join(self.fio_command(target, w)) for w in self.workloads]
+            lines += [" ".join(self.cell_command(target, w)) for w in self.workloads_of(target)]
             lines += ["```", ""]
         with open(os.path.join(self.args.out, "commands.md"), "w") as out:
             out.write("\n".join(lines))
 
     def run(self):
-        total = len(self.targets) * len(self.workloads) * self.args.reps
+        total = self.cells_per_rep() * self.args.reps
         done = 0
         started = time.monotonic()
         for rep in range(1, self.args.reps + 1):
@@ -194,13 +210,17 @@ class Run:
         daemon = None
         if command:
             log_path = os.path.join(self.args.out, "logs", f"{target.name}.log")
-            daemon = systems.Daemon(command, self.mountpoint, self.args.size, log_path)
+            if target.system == "vhost":
+                daemon = systems.Daemon(command, log_path, socket_path=self.socket_path)
+            else:
+                daemon = systems.Daemon(command, log_path, mountpoint=self.mountpoint,
+                                        size=self.args.size)
         try:
             if daemon:
                 daemon.start()
                 time.sleep(0.5)
                 idle_rss, _ = systems.read_memory_kb(daemon.pid)
-            for workload in self.workloads:
+            for workload in self.workloads_of(target):
                 done += 1
                 row = self.run_cell(rep, target, workload, daemon, command)
                 elapsed = time.monotonic() - started
@@ -226,20 +246,24 @@ class Run:
 
     def cells_before(self, rep, target):
         """Cells done once `target` of repetition `rep` is over, for the progress count."""
-        position = self.targets.index(target)
         shift = (rep - 1) % len(self.targets)
-        order = (position - shift) % len(self.targets)
-        return ((rep - 1) * len(self.targets) + order + 1) * len(self.workloads)
+        order = self.targets[shift:] + self.targets[:shift]
+        this_rep = order[:order.index(target) + 1]
+        return (rep - 1) * self.cells_per_rep() + sum(len(self.workloads_of(t)) for t in this_rep)
 
     def run_cell(self, rep, target, workload, daemon, daemon_command):
-        """Runs one fio cell; returns its raw row, or None (error recorded) if fio failed."""
-        command = self.fio_command(target, workload)
+        """Runs one cell; returns its raw row, or None (error recorded) if it failed."""
+        command = self.cell_command(target, workload)
         loadavg = machine.load_average()
         cpu_before = systems.read_cpu_seconds(daemon.pid) if daemon else 0.0
         wall_before = time.monotonic()
+        timeout = self.args.runtime + self.args.ramp + 120
         try:
-            result = fio.run_fio(command, self.args.runtime + self.args.ramp + 120)
-        except fio.FioError as error:
+            if target.system == "vhost":
+                result = vhost.run_bench(command, timeout)
+            else:
+                result = fio.run_fio(command, timeout)
+        except (fio.FioError, vhost.VhostBenchError) as error:
             self.error(f"rep {rep} {target.name} {workload.name}: {error}")
             return None
         row = {"rep": rep, "target": target.name, "system": target.system,
@@ -303,13 +327,16 @@ def main():
         for target in run.targets:
             command = run.daemon_command(target)
             print(" ".join(command) if command else f"{target.name}: fio on {args.image}")
-        print(" ".join(run.fio_command(run.targets[0], run.workloads[0])))
+        for target in run.targets:
+            if run.workloads_of(target):
+                print(" ".join(run.cell_command(target, run.workloads_of(target)[0])))
         return 0
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
     if "file" in args.driver_list:
         prepare_image(args.image, args.size)
         check_not_tmpfs(args.image)
     prepare_mountpoint(run.mountpoint)
+    os.makedirs(os.path.dirname(run.socket_path), exist_ok=True)
     run.facts = machine.describe(repo, binaries, args.image)
     run.write_commands()
     try:

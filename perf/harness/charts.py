@@ -29,7 +29,8 @@ def _has_data(summary, target):
 
 def iops_per_cell(summary, driver, out_dir):
     """Clustered bars: kIOPS per workload, one bar per system. Returns the PNG name or None."""
-    targets = [t for t in summary.targets if t.driver == driver and _has_data(summary, t)]
+    targets = [t for t in summary.targets
+               if t.driver == driver and t.system != "vhost" and _has_data(summary, t)]
     if not targets:
         return None
     data = os.path.join(out_dir, f"iops-{driver}.dat")
@@ -102,6 +103,47 @@ unset multiplot
     return png
 
 
+def vhost_by_queues(summary, out_dir):
+    """One panel per workload: the vhost-user-fs export's requests/s against the ring count, one
+    line per driver. Returns the PNG name, or None when fewer than two ring counts were measured."""
+    targets = [t for t in summary.targets if t.system == "vhost" and _has_data(summary, t)]
+    queue_counts = sorted({t.queues for t in targets})
+    if len(queue_counts) < 2:
+        return None
+    workloads = [w for w in summary.workloads if targets[0].runs(w)]
+    data = os.path.join(out_dir, "vhost-queues.dat")
+    with open(data, "w") as out:
+        for workload in workloads:
+            out.write(f"# {workload.name}\nqueues null file\n")
+            for q in queue_counts:
+                out.write(f"{q} {_kiops(summary, f'vhost-null-q{q}', workload.name)} "
+                          f"{_kiops(summary, f'vhost-file-q{q}', workload.name)}\n")
+            out.write("\n\n")
+    columns = 4
+    rows = math.ceil(len(workloads) / columns)
+    png = "vhost-queues.png"
+    panels = [f"""set title "{workload.name}"
+plot "{data}" index {index} using 1:2 with linespoints lw 2 title "null", \\
+     "" index {index} using 1:3 with linespoints lw 2 dt 2 title "file"
+""" for index, workload in enumerate(workloads)]
+    _gnuplot(os.path.join(out_dir, "vhost-queues.gp"), f"""
+set terminal pngcairo size {320 * columns},{260 * rows} font ",9"
+set output "{os.path.join(out_dir, png)}"
+set datafile missing "-"
+set key bottom right font ",7"
+set xlabel "request rings"
+set ylabel "k requests/s"
+set xtics ({", ".join(str(q) for q in queue_counts)})
+set offsets 0.2, 0.2, 0, 0
+set yrange [0:*]
+set grid
+set multiplot layout {rows},{columns} title "vhost-user-fs export: requests/s by ring count (median)"
+{"".join(panels)}
+unset multiplot
+""")
+    return png
+
+
 def draw_all(summary, out_dir):
     """Draws every chart that has data; returns the PNG names (relative to out_dir)."""
     if shutil.which("gnuplot") is None:
@@ -112,4 +154,7 @@ def draw_all(summary, out_dir):
             png = draw(summary, driver, out_dir)
             if png:
                 charts.append(png)
+    png = vhost_by_queues(summary, out_dir)
+    if png:
+        charts.append(png)
     return charts

@@ -6,7 +6,7 @@ RW_KINDS = ("read", "write", "randread", "randwrite")
 ENGINES = ("aio", "sync")
 NUMJOBS = (1, 4)
 DRIVERS = ("null", "file")
-SYSTEMS = ("limit", "qsd", "native", "bexd")
+SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost")
 
 
 @dataclass(frozen=True)
@@ -26,17 +26,22 @@ class Workload:
 
 @dataclass(frozen=True)
 class Target:
-    system: str  # one of SYSTEMS
+    system: str  # one of SYSTEMS; vhost is bexd's vhost-user-fs export driven by vhost_bench
     driver: str  # null or file; the limit responder counts as null (it serves zeroes)
-    queues: int  # FUSE queues; 1 for systems without multi-queue FUSE
+    queues: int  # FUSE queues (vhost: request rings); 1 for systems without multi-queue FUSE
 
     @property
     def name(self):
         if self.system == "limit":
             return f"limit-q{self.queues}"
-        if self.system == "bexd":
-            return f"bexd-{self.driver}-q{self.queues}"
+        if self.system in ("bexd", "vhost"):
+            return f"{self.system}-{self.driver}-q{self.queues}"
         return f"{self.system}-{self.driver}"
+
+    def runs(self, workload):
+        """Whether `workload` applies: vhost_bench drives each ring from one thread, so it has no
+        numjobs; its aio cells keep 16 requests in flight per ring, its sync cells one."""
+        return self.system != "vhost" or workload.numjobs == 1
 
 
 def all_workloads():
@@ -65,4 +70,6 @@ def targets(systems, drivers, queue_counts):
             result.append(Target("native", "file", 1))
         if "bexd" in systems:
             result += [Target("bexd", driver, q) for q in queue_counts]
+        if "vhost" in systems:
+            result += [Target("vhost", driver, q) for q in queue_counts]
     return result

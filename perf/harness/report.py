@@ -9,7 +9,8 @@ RAW_COLUMNS = ["rep", "target", "system", "driver", "queues", "workload", "rw", 
 
 SUMMARY_COLUMNS = ["target", "system", "driver", "queues", "workload", "reps", "iops_median",
                    "iops_min", "iops_max", "spread_pct", "lat_mean_us_median",
-                   "daemon_cpu_us_per_io_median", "vs_qsd", "vs_limit_same_queues", "vs_native"]
+                   "daemon_cpu_us_per_io_median", "vs_qsd", "vs_limit_same_queues", "vs_native",
+                   "vs_one_queue"]
 
 
 def write_tsv(path, columns, rows):
@@ -75,6 +76,9 @@ class Summary:
                             self.ratio(target, workload, f"limit-q{target.queues}"))
                     else:
                         row["vs_native"] = _fmt_ratio(self.ratio(target, workload, "native-file"))
+                if target.system == "vhost":
+                    row["vs_one_queue"] = _fmt_ratio(
+                        self.ratio(target, workload, f"vhost-{target.driver}-q1"))
                 rows.append(row)
         return rows
 
@@ -175,6 +179,7 @@ def markdown(summary, facts, settings, memory_rows, chart_files):
     lines.append("")
     for driver in ("null", "file"):
         lines += _driver_table(summary, driver)
+    lines += _vhost_table(summary)
     lines += _cpu_table(summary)
     lines += _memory_table(memory_rows)
     lines += ["## Issue 5 targets", ""]
@@ -193,7 +198,7 @@ def markdown(summary, facts, settings, memory_rows, chart_files):
 
 
 def _driver_table(summary, driver):
-    targets = [t for t in summary.targets if t.driver == driver]
+    targets = [t for t in summary.targets if t.driver == driver and t.system != "vhost"]
     if not targets:
         return []
     bexd = [t for t in targets if t.system == "bexd"]
@@ -209,6 +214,31 @@ def _driver_table(summary, driver):
         cells = [_kiops(summary.cells.get((t.name, workload.name))) for t in targets]
         for _, target, reference in ratio_columns:
             ratio = summary.ratio(target, workload, reference)
+            cells.append("–" if ratio is None else f"{ratio:.2f}")
+        lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
+def _vhost_table(summary):
+    """The vhost-user-fs cells: requests per second by ring count, and each against one ring."""
+    targets = [t for t in summary.targets if t.system == "vhost"]
+    if not targets:
+        return []
+    workloads = [w for w in summary.workloads if targets[0].runs(w)]
+    ratio_columns = [t for t in targets if t.queues != 1]
+    header = (["workload"] + [t.name for t in targets] +
+              [f"{t.driver} q{t.queues}/q1" for t in ratio_columns])
+    lines = ["## vhost-user-fs export (requests/s through the test frontend)", "",
+             "vhost_bench (perf/vhost_bench.cc) plays QEMU and the guest driver: one thread per "
+             "request ring, aio = 16 requests in flight per ring, sync = 1; no guest kernel, so "
+             "these numbers are the backend's own and are not comparable with the FUSE tables. "
+             "The frontend shares the machine's 2 CPUs with bexd.", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for workload in workloads:
+        cells = [_kiops(summary.cells.get((t.name, workload.name))) for t in targets]
+        for target in ratio_columns:
+            ratio = summary.ratio(target, workload, f"vhost-{target.driver}-q1")
             cells.append("–" if ratio is None else f"{ratio:.2f}")
         lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
     lines.append("")

@@ -2,6 +2,7 @@
 
 import os
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -14,21 +15,27 @@ class DaemonError(Exception):
     """A daemon did not start, mount, or stop as expected."""
 
 
-def daemon_command(target, binaries, image, mountpoint, size):
-    """The command line that serves `target`, or None for native (fio on the image itself)."""
+def daemon_command(target, binaries, image, mountpoint, size, socket_path):
+    """The command line that serves `target`, or None for native (fio on the image itself).
+    FUSE exports mount on `mountpoint`; the vhost-user-fs export listens on `socket_path`."""
     if target.system == "native":
         return None
     if target.system == "limit":
         return [binaries["limit"], f"--mountpoint={mountpoint}", f"--size={size}",
                 f"--queues={target.queues}"]
-    if target.system == "bexd":
+    if target.system in ("bexd", "vhost"):
         if target.driver == "null":
             node = f"driver=null,node-name=n0,size={size},read-zeroes=on"
         else:
             node = f"driver=file,node-name=n0,filename={image},cache.direct=on,aio=native"
-        return [binaries["bexd"], "--blockdev", node, "--export",
-                f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable=on,"
-                f"num-queues={target.queues}"]
+        if target.system == "vhost":
+            export = (f"type=vhost-user-fs,id=e0,node-name=n0,addr.type=unix,"
+                      f"addr.path={socket_path},tag=bench,writable=on,"
+                      f"num-request-queues={target.queues}")
+        else:
+            export = (f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable=on,"
+                      f"num-queues={target.queues}")
+        return [binaries["bexd"], "--blockdev", node, "--export", export]
     if target.system == "qsd":
         # QSD 7.2 has one FUSE queue; it does accept an iothread for the export, which moves the
         # request handling off the main loop.
@@ -124,12 +131,14 @@ def _log_tail(path, lines=15):
 
 
 class Daemon:
-    """One daemon serving `mountpoint`: start() waits for the mount, stop() for the exit."""
+    """One daemon under test: start() waits until it serves (its FUSE mount shows the expected
+    size, or its vhost-user socket exists), stop() for the exit."""
 
-    def __init__(self, command, mountpoint, size, log_path):
+    def __init__(self, command, log_path, mountpoint=None, size=None, socket_path=None):
         self.command = command
         self.mountpoint = mountpoint
         self.size = size
+        self.socket_path = socket_path
         self.log_path = log_path
         self.process = None
 
@@ -137,9 +146,15 @@ class Daemon:
     def pid(self):
         return self.process.pid
 
+    @property
+    def endpoint(self):
+        return self.mountpoint or self.socket_path
+
     def start(self):
-        if is_mounted(self.mountpoint):
+        if self.mountpoint and is_mounted(self.mountpoint):
             raise DaemonError(f"'{self.mountpoint}' is already mounted (a stale export?)")
+        if self.socket_path and os.path.exists(self.socket_path):
+            os.unlink(self.socket_path)  # a stale socket would look ready
         with open(self.log_path, "ab") as log:
             log.write(("$ " + " ".join(self.command) + "\n").encode())
             log.flush()
@@ -151,9 +166,14 @@ class Daemon:
                 status = self.process.returncode
                 self._kill()
                 raise DaemonError(f"'{self.command[0]}' exited with status {status} before "
-                                  f"mounting; log "
+                                  f"serving '{self.endpoint}'; log "
                                   f"{self.log_path}:\n{_log_tail(self.log_path)}")
-            if is_mounted(self.mountpoint):
+            if self.socket_path and os.path.exists(self.socket_path):
+                if not stat.S_ISSOCK(os.stat(self.socket_path).st_mode):
+                    self._kill()
+                    raise DaemonError(f"'{self.socket_path}' is not a socket")
+                return
+            if self.mountpoint and is_mounted(self.mountpoint):
                 size = _stat_size(self.mountpoint, max(0.1, deadline - time.monotonic()))
                 if size is None:
                     break
@@ -163,7 +183,7 @@ class Daemon:
                 return
             time.sleep(0.02)
         self._kill()
-        raise DaemonError(f"'{self.command[0]}' did not mount '{self.mountpoint}' within "
+        raise DaemonError(f"'{self.command[0]}' did not serve '{self.endpoint}' within "
                           f"{MOUNT_TIMEOUT_S:.0f} s; log {self.log_path}:\n"
                           f"{_log_tail(self.log_path)}")
 
@@ -173,7 +193,7 @@ class Daemon:
         if process.poll() is None:
             process.kill()
             process.wait()
-        if is_mounted(self.mountpoint):
+        if self.mountpoint and is_mounted(self.mountpoint):
             subprocess.run(["umount", "-l", self.mountpoint], check=False)
 
     def stop(self):
@@ -192,7 +212,7 @@ class Daemon:
                 problems.append(f"did not exit within {STOP_TIMEOUT_S:.0f} s of SIGTERM")
         if process.returncode not in (0, -signal.SIGTERM):
             problems.append(f"exited with status {process.returncode}")
-        if is_mounted(self.mountpoint):
+        if self.mountpoint and is_mounted(self.mountpoint):
             subprocess.run(["umount", "-l", self.mountpoint], check=False)
             problems.append("left its mount behind")
         if problems:

@@ -438,12 +438,15 @@ absl::StatusOr<std::vector<Completion>> Frontend::WaitCompletions(uint32_t index
   }
 }
 
-FuseReply Frontend::ReplyOf(uint32_t index, const Completion& completion) const {
+const unsigned char* Frontend::ReplyBytes(uint32_t index, const Completion& completion) const {
   const Ring& ring = rings_[index];
+  return GuestPtr(SlotGpa(ring, completion.slot) + ring.reply_offset[completion.slot]);
+}
+
+FuseReply Frontend::ReplyOf(uint32_t index, const Completion& completion) const {
   FuseReply reply;
   reply.written = completion.written;
-  const unsigned char* out =
-      GuestPtr(SlotGpa(ring, completion.slot) + ring.reply_offset[completion.slot]);
+  const unsigned char* out = ReplyBytes(index, completion);
   if (completion.written >= sizeof(fuse_out_header)) {
     memcpy(&reply.header, out, sizeof(reply.header));
     reply.payload.assign(out + sizeof(fuse_out_header), out + completion.written);

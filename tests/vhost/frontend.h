@@ -78,6 +78,9 @@ class Frontend {
   absl::StatusOr<std::vector<Completion>> WaitCompletions(uint32_t ring);
   // The reply a completed slot holds (valid until the slot is reused).
   FuseReply ReplyOf(uint32_t ring, const Completion& completion) const;
+  // The same reply in place in guest memory (`completion.written` bytes, header first), for
+  // callers that must not copy it, such as a benchmark.
+  const unsigned char* ReplyBytes(uint32_t ring, const Completion& completion) const;
 
   // --- raw ring access, for malformed chains --------------------------------------------------
   struct RawDesc {
