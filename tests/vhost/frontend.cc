@@ -336,13 +336,17 @@ absl::StatusOr<int> Frontend::Submit(uint32_t index, uint32_t opcode, uint64_t n
   if (free_slot == ring.busy.end()) return absl::ResourceExhaustedError("every slot is busy");
   const int slot = static_cast<int>(free_slot - ring.busy.begin());
   const size_t in_size = sizeof(fuse_in_header) + args_size + data_size;
-  const size_t in_room = RoundUp(in_size, 64);
-  if (kIndirectBytes + in_room + reply_room > options_.slot_buffer_bytes) {
+  const size_t head_bytes = sizeof(fuse_in_header) + args_size;
+  // Data pages start page-aligned, as Linux's page-cache and direct-I/O pages do: the request's
+  // data right after its header and args, the reply's data right after its 16-byte header.
+  // (A backend with O_DIRECT storage would otherwise measure its bounce-buffer path.)
+  const uint64_t base = SlotGpa(ring, slot);
+  const uint64_t in_gpa = RoundUp(base + kIndirectBytes + head_bytes, kPage) - head_bytes;
+  const uint64_t out_gpa =
+      RoundUp(in_gpa + in_size + sizeof(fuse_out_header), kPage) - sizeof(fuse_out_header);
+  if (out_gpa + reply_room > base + options_.slot_buffer_bytes) {
     return absl::InvalidArgumentError("request does not fit a slot buffer");
   }
-  const uint64_t base = SlotGpa(ring, slot);
-  const uint64_t in_gpa = base + kIndirectBytes;
-  const uint64_t out_gpa = in_gpa + in_room;
   struct fuse_in_header header = {};
   header.len = static_cast<uint32_t>(in_size);
   header.opcode = opcode;
@@ -357,7 +361,6 @@ absl::StatusOr<int> Frontend::Submit(uint32_t index, uint32_t opcode, uint64_t n
   // The chain as Linux builds it: header and args, then the data (if any), then room for the
   // reply header and the reply.
   std::vector<RawDesc> chain;
-  const size_t head_bytes = sizeof(header) + args_size;
   chain.push_back({in_gpa, static_cast<uint32_t>(head_bytes), 0, 0});
   if (data_size > 0) chain.push_back({in_gpa + head_bytes, static_cast<uint32_t>(data_size), 0, 0});
   if (reply_room > 0) {
@@ -392,7 +395,7 @@ absl::StatusOr<int> Frontend::Submit(uint32_t index, uint32_t opcode, uint64_t n
     }
   }
   ring.busy[slot] = true;
-  ring.reply_offset[slot] = kIndirectBytes + in_room;
+  ring.reply_offset[slot] = out_gpa - base;
   PublishHead(index, first);
   return slot;
 }
