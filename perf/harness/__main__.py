@@ -320,7 +320,7 @@ def main():
     if not run.targets or not run.workloads:
         sys.exit("error: nothing to measure (no usable system for the chosen drivers)")
     estimate = run.estimate_s()
-    print(f"{len(run.targets)} targets × {len(run.workloads)} workloads × {args.reps} reps, "
+    print(f"{len(run.targets)} targets, {run.cells_per_rep()} cells × {args.reps} reps, "
           f"about {int(estimate) // 60} min {int(estimate) % 60} s; results in {args.out}")
     print("targets: " + ", ".join(t.name for t in run.targets), flush=True)
     if args.dry_run:

@@ -260,7 +260,8 @@ def _cpu_table(summary):
             cell = summary.cells.get((target.name, workload.name))
             value = cell["daemon_cpu_us_per_io_median"] if cell else ""
             cells.append("–" if value == "" else f"{value:.1f}")
-        lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
+        if any(cell != "–" for cell in cells):
+            lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
     lines.append("")
     return lines
 
