@@ -59,6 +59,46 @@ plot for [i=2:{len(targets) + 1}] "{data}" using i:xtic(1) title columnheader(i)
     return png
 
 
+def _by_queue_count(summary, out_dir, stem, workloads, queue_counts, series, labels):
+    """A grid of panels, one per workload, each plotting `series` against the queue count.
+    series: (column, title, gnuplot style, target name for a queue count or None); labels:
+    (x label, y label, chart title). Returns the PNG name."""
+    data = os.path.join(out_dir, f"{stem}.dat")
+    with open(data, "w") as out:
+        for workload in workloads:
+            out.write(f"# {workload.name}\nqueues " + " ".join(s[0] for s in series) + "\n")
+            for q in queue_counts:
+                values = [_kiops(summary, name(q), workload.name) if name(q) else "-"
+                          for _, _, _, name in series]
+                out.write(f"{q} " + " ".join(values) + "\n")
+            out.write("\n\n")
+    columns = 4
+    rows = math.ceil(len(workloads) / columns)
+    png = f"{stem}.png"
+    panels = []
+    for index, workload in enumerate(workloads):
+        plots = [f'"{data if i == 0 else ""}" index {index} using 1:{i + 2} with {style} '
+                 f'title "{title}"' for i, (_, title, style, _) in enumerate(series)]
+        panels.append(f'set title "{workload.name}"\nplot ' + ", \\\n     ".join(plots) + "\n")
+    xlabel, ylabel, title = labels
+    _gnuplot(os.path.join(out_dir, f"{stem}.gp"), f"""
+set terminal pngcairo size {320 * columns},{260 * rows} font ",9"
+set output "{os.path.join(out_dir, png)}"
+set datafile missing "-"
+set key bottom right font ",7"
+set xlabel "{xlabel}"
+set ylabel "{ylabel}"
+set xtics ({", ".join(str(q) for q in queue_counts)})
+set offsets 0.2, 0.2, 0, 0
+set yrange [0:*]
+set grid
+set multiplot layout {rows},{columns} title "{title}"
+{"".join(panels)}
+unset multiplot
+""")
+    return png
+
+
 def iops_by_queues(summary, driver, out_dir):
     """One panel per workload: bexd (and the limit responder) against the queue count, QSD as a
     flat line. Returns the PNG name, or None when fewer than two queue counts were measured."""
@@ -66,41 +106,14 @@ def iops_by_queues(summary, driver, out_dir):
                            t.system in ("bexd", "limit") and _has_data(summary, t)})
     if len(queue_counts) < 2:
         return None
-    data = os.path.join(out_dir, f"queues-{driver}.dat")
-    with open(data, "w") as out:
-        for workload in summary.workloads:
-            out.write(f"# {workload.name}\nqueues bexd limit qsd\n")
-            for q in queue_counts:
-                out.write(f"{q} {_kiops(summary, f'bexd-{driver}-q{q}', workload.name)} "
-                          f"{_kiops(summary, f'limit-q{q}', workload.name) if driver == 'null' else '-'} "
-                          f"{_kiops(summary, f'qsd-{driver}', workload.name)}\n")
-            out.write("\n\n")
-    columns = 4
-    rows = math.ceil(len(summary.workloads) / columns)
-    png = f"queues-{driver}.png"
-    panels = []
-    for index, workload in enumerate(summary.workloads):
-        panels.append(f"""set title "{workload.name}"
-plot "{data}" index {index} using 1:2 with linespoints lw 2 title "bexd", \\
-     "" index {index} using 1:3 with linespoints lw 2 dt 2 title "limit", \\
-     "" index {index} using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
-""")
-    _gnuplot(os.path.join(out_dir, f"queues-{driver}.gp"), f"""
-set terminal pngcairo size {320 * columns},{260 * rows} font ",9"
-set output "{os.path.join(out_dir, png)}"
-set datafile missing "-"
-set key bottom right font ",7"
-set xlabel "queues"
-set ylabel "kIOPS"
-set xtics ({", ".join(str(q) for q in queue_counts)})
-set offsets 0.2, 0.2, 0, 0
-set yrange [0:*]
-set grid
-set multiplot layout {rows},{columns} title "{driver} driver: IOPS by queue count (median)"
-{"".join(panels)}
-unset multiplot
-""")
-    return png
+    series = [
+        ("bexd", "bexd", "linespoints lw 2", lambda q: f"bexd-{driver}-q{q}"),
+        ("limit", "limit", "linespoints lw 2 dt 2",
+         lambda q: f"limit-q{q}" if driver == "null" else None),
+        ("qsd", "QSD (1 queue)", "lines lw 2 dt 3", lambda q: f"qsd-{driver}"),
+    ]
+    return _by_queue_count(summary, out_dir, f"queues-{driver}", summary.workloads, queue_counts, series,
+                           ("queues", "kIOPS", f"{driver} driver: IOPS by queue count (median)"))
 
 
 def vhost_by_queues(summary, out_dir):
@@ -111,37 +124,11 @@ def vhost_by_queues(summary, out_dir):
     if len(queue_counts) < 2:
         return None
     workloads = [w for w in summary.workloads if targets[0].runs(w)]
-    data = os.path.join(out_dir, "vhost-queues.dat")
-    with open(data, "w") as out:
-        for workload in workloads:
-            out.write(f"# {workload.name}\nqueues null file\n")
-            for q in queue_counts:
-                out.write(f"{q} {_kiops(summary, f'vhost-null-q{q}', workload.name)} "
-                          f"{_kiops(summary, f'vhost-file-q{q}', workload.name)}\n")
-            out.write("\n\n")
-    columns = 4
-    rows = math.ceil(len(workloads) / columns)
-    png = "vhost-queues.png"
-    panels = [f"""set title "{workload.name}"
-plot "{data}" index {index} using 1:2 with linespoints lw 2 title "null", \\
-     "" index {index} using 1:3 with linespoints lw 2 dt 2 title "file"
-""" for index, workload in enumerate(workloads)]
-    _gnuplot(os.path.join(out_dir, "vhost-queues.gp"), f"""
-set terminal pngcairo size {320 * columns},{260 * rows} font ",9"
-set output "{os.path.join(out_dir, png)}"
-set datafile missing "-"
-set key bottom right font ",7"
-set xlabel "request rings"
-set ylabel "k requests/s"
-set xtics ({", ".join(str(q) for q in queue_counts)})
-set offsets 0.2, 0.2, 0, 0
-set yrange [0:*]
-set grid
-set multiplot layout {rows},{columns} title "vhost-user-fs export: requests/s by ring count (median)"
-{"".join(panels)}
-unset multiplot
-""")
-    return png
+    series = [(driver, driver, style, lambda q, d=driver: f"vhost-{d}-q{q}")
+              for driver, style in (("null", "linespoints lw 2"), ("file", "linespoints lw 2 dt 2"))]
+    return _by_queue_count(summary, out_dir, "vhost-queues", workloads, queue_counts, series,
+                           ("request rings", "k requests/s",
+                            "vhost-user-fs export: requests/s by ring count (median)"))
 
 
 def draw_all(summary, out_dir):
