@@ -26,7 +26,8 @@ absl::StatusOr<CommandOption> NextOption(std::span<char* const> args, size_t* i)
   return option;
 }
 
-absl::StatusOr<uint64_t> ParseNumber(std::string_view name, std::string_view text, uint64_t max) {
+absl::StatusOr<uint64_t> ParseNumber(std::string_view name, std::string_view text, uint64_t min,
+                                     uint64_t max) {
   uint64_t value = 0;
   const char* end = text.data() + text.size();
   auto [next, error] = std::from_chars(text.data(), end, value);
@@ -52,6 +53,9 @@ absl::StatusOr<uint64_t> ParseNumber(std::string_view name, std::string_view tex
   if (value > (std::numeric_limits<uint64_t>::max() >> shift) || (value << shift) > max) {
     return absl::InvalidArgumentError(
         fmt::format("--{}: '{}' is larger than the maximum {}", name, text, max));
+  }
+  if ((value << shift) < min) {
+    return absl::InvalidArgumentError(fmt::format("--{} must be at least {}", name, min));
   }
   return value << shift;
 }

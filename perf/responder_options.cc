@@ -31,21 +31,18 @@ absl::StatusOr<ResponderOptions> ParseResponderOptions(std::span<char* const> ar
     if (name == "mountpoint") {
       options.mountpoint = value;
     } else if (name == "size") {
-      absl::StatusOr<uint64_t> size = ParseNumber(name, value, std::numeric_limits<int64_t>::max());
+      absl::StatusOr<uint64_t> size =
+          ParseNumber(name, value, 0, std::numeric_limits<int64_t>::max());
       if (!size.ok()) return size.status();
       options.config.file_size = *size;
     } else if (name == "queues") {
-      absl::StatusOr<uint64_t> queues = ParseNumber(name, value, kMaxQueues);
+      absl::StatusOr<uint64_t> queues = ParseNumber(name, value, 1, kMaxQueues);
       if (!queues.ok()) return queues.status();
-      if (*queues == 0) return absl::InvalidArgumentError("--queues must be at least 1");
       options.queues = static_cast<uint32_t>(*queues);
     } else if (name == "max-background") {
       absl::StatusOr<uint64_t> max_background =
-          ParseNumber(name, value, std::numeric_limits<uint16_t>::max());
+          ParseNumber(name, value, 1, std::numeric_limits<uint16_t>::max());
       if (!max_background.ok()) return max_background.status();
-      if (*max_background == 0) {
-        return absl::InvalidArgumentError("--max-background must be at least 1");
-      }
       options.config.max_background = static_cast<uint16_t>(*max_background);
     } else if (name == "log-level") {
       if (!log::ParseLevel(value, &options.log_level)) {

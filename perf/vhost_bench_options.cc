@@ -62,22 +62,21 @@ absl::StatusOr<VhostBenchOptions> ParseVhostBenchOptions(std::span<char* const> 
     } else if (name == "file") {
       options.file_name = value;
     } else if (name == "queues") {
-      absl::StatusOr<uint64_t> queues = ParseNumber(name, value, kMaxRequestQueues);
+      absl::StatusOr<uint64_t> queues = ParseNumber(name, value, 1, kMaxRequestQueues);
       if (!queues.ok()) return queues.status();
-      if (*queues == 0) return absl::InvalidArgumentError("--queues must be at least 1");
       options.request_queues = static_cast<uint32_t>(*queues);
     } else if (name == "iodepth") {
-      absl::StatusOr<uint64_t> depth = ParseNumber(name, value, kMaxIodepth);
+      absl::StatusOr<uint64_t> depth = ParseNumber(name, value, 1, kMaxIodepth);
       if (!depth.ok()) return depth.status();
-      if (*depth == 0 || (*depth & (*depth - 1)) != 0) {
+      if ((*depth & (*depth - 1)) != 0) {
         return absl::InvalidArgumentError(
             fmt::format("--iodepth: {} is not a power of two (the ring size must be one)", value));
       }
       options.iodepth = static_cast<uint32_t>(*depth);
     } else if (name == "bs") {
-      absl::StatusOr<uint64_t> bs = ParseNumber(name, value, kMaxBlockSize);
+      absl::StatusOr<uint64_t> bs = ParseNumber(name, value, 512, kMaxBlockSize);
       if (!bs.ok()) return bs.status();
-      if (*bs == 0 || *bs % 512 != 0) {
+      if (*bs % 512 != 0) {
         return absl::InvalidArgumentError(fmt::format("--bs: {} is not a multiple of 512", value));
       }
       options.block_size = static_cast<uint32_t>(*bs);
