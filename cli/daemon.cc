@@ -165,7 +165,7 @@ absl::Status Daemon::AddExport(const ExportSpec& spec) {
   absl::Status status = CheckNewExport(spec, {});
   if (!status.ok()) return status;
   absl::StatusOr<std::unique_ptr<exp::Export>> running =
-      exp::StartExport(spec.options, FindNode(spec.options.node_name)->node);
+      exp::StartExport(spec.options, FindNode(spec.options.node_name)->node, export_ended_);
   if (!running.ok()) return running.status();
   log::Debug("export '{}' ({}) serves node '{}' at {}", spec.options.id, (*running)->type(),
              spec.options.node_name, Endpoint(spec));
@@ -179,7 +179,9 @@ absl::Status Daemon::DeleteExport(std::string_view id, ExportDeleteMode mode) {
   if (it == exports_.end()) {
     return absl::NotFoundError(fmt::format("export '{}' not found", id));
   }
-  if (mode == ExportDeleteMode::kSafe && it->running->in_use()) {
+  // An ended export keeps counting the files open when its connection went, and none of them
+  // can reach it any more.
+  if (mode == ExportDeleteMode::kSafe && !it->running->ended() && it->running->in_use()) {
     return absl::FailedPreconditionError(
         fmt::format("export '{}' is in use; close it first or use mode=hard", id));
   }
@@ -189,6 +191,22 @@ absl::Status Daemon::DeleteExport(std::string_view id, ExportDeleteMode mode) {
   log::Info("export '{}' removed", deleted_id);
   if (export_deleted_) export_deleted_(deleted_id);
   return absl::OkStatus();
+}
+
+void Daemon::RemoveEndedExports() {
+  for (auto it = exports_.begin(); it != exports_.end();) {
+    if (!it->running->ended()) {
+      ++it;
+      continue;
+    }
+    std::string id = it->spec.options.id;
+    log::Warn("export '{}' ended on its own ({}); removed it", id, it->running->ended_reason());
+    // Joins the queue threads (the last one may still be returning from the ended callback), so
+    // the export is destroyed here, never on one of its own threads.
+    it->running->Stop();
+    it = exports_.erase(it);
+    if (export_deleted_) export_deleted_(id);
+  }
 }
 
 void Daemon::StopAllExports() {
@@ -229,7 +247,7 @@ json Daemon::BlockExports() const {
     exports.push_back({{"type", live.running->type()},
                        {"id", live.spec.options.id},
                        {"node-name", live.spec.options.node_name},
-                       {"shutting-down", false}});
+                       {"shutting-down", live.running->ended()}});
   }
   return exports;
 }

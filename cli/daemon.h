@@ -1,5 +1,6 @@
 // The daemon's live state: open block nodes and running exports, by name. Start-up and the QMP
-// commands both go through it, so they apply the same checks. Main thread only.
+// commands both go through it, so they apply the same checks. Main thread only; only the export
+// ended callback runs elsewhere.
 #pragma once
 
 #include <absl/status/status.h>
@@ -44,6 +45,8 @@ class Daemon {
   absl::Status CheckNewExports(std::span<const ExportSpec> specs) const;
   absl::Status AddExport(const ExportSpec& spec);
   absl::Status DeleteExport(std::string_view id, ExportDeleteMode mode);
+  // Stops and forgets every export that ended on its own, announcing each as DeleteExport does.
+  void RemoveEndedExports();
   // Stops every export, newest first (drain, flush, unmount), then forgets them.
   void StopAllExports();
 
@@ -52,9 +55,15 @@ class Daemon {
   nlohmann::json BlockExports() const;
   absl::StatusOr<nlohmann::json> ExportStats(const std::optional<std::string>& id) const;
 
-  // Called with the id of each export that DeleteExport removed (for BLOCK_EXPORT_DELETED).
+  // Called with the id of each export that DeleteExport or RemoveEndedExports removed (for
+  // BLOCK_EXPORT_DELETED).
   void set_export_deleted_callback(std::function<void(const std::string&)> callback) {
     export_deleted_ = std::move(callback);
+  }
+  // Called on an export's own thread when it ends on its own (exp::Export::EndedFn); it must
+  // get RemoveEndedExports() run on the main thread. Set it before adding exports.
+  void set_export_ended_callback(exp::Export::EndedFn callback) {
+    export_ended_ = std::move(callback);
   }
 
  private:
@@ -76,6 +85,7 @@ class Daemon {
   std::vector<LiveNode> nodes_;
   std::vector<LiveExport> exports_;
   std::function<void(const std::string&)> export_deleted_;
+  exp::Export::EndedFn export_ended_;
 };
 
 }  // namespace bexd::cli

@@ -1,18 +1,22 @@
-// The main thread's epoll loop: the signalfd and the QMP sockets. Handlers may add or remove any
-// registration, including their own, while events are being dispatched.
+// The main thread's epoll loop: the signalfd, the QMP sockets, and tasks other threads post to
+// the main thread. Handlers may add or remove any registration, including their own, while events
+// are being dispatched.
 #pragma once
 
 #include <absl/status/status.h>
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <unordered_map>
+#include <vector>
 
 namespace bexd::cli {
 
 class EventLoop {
  public:
   using Handler = std::function<void(uint32_t events)>;
+  using Task = std::function<void()>;
 
   EventLoop();
   ~EventLoop();
@@ -24,6 +28,10 @@ class EventLoop {
   absl::Status Add(int fd, uint32_t events, Handler handler);
   absl::Status Modify(int fd, uint32_t events);
   void Remove(int fd);
+  // Safe from any thread: runs `task` on the loop's thread during a later RunOnce(), in posting
+  // order. Tasks still pending when the loop is destroyed never run, so the loop must outlive
+  // every thread that may post.
+  void Post(Task task);
   // Waits for events (up to `timeout_ms`, -1 for no limit) and runs their handlers.
   absl::Status RunOnce(int timeout_ms);
 
@@ -32,11 +40,18 @@ class EventLoop {
     uint64_t token;
     Handler handler;
   };
+  // The epoll token of `wake_fd_`; registrations count from 1.
+  static constexpr uint64_t kWakeToken = 0;
+
+  void RunPosted();
 
   int epoll_fd_ = -1;
+  int wake_fd_ = -1;  // an eventfd: readable while tasks are pending
   absl::Status status_;
   uint64_t next_token_ = 1;
   std::unordered_map<int, Registration> registrations_;
+  std::mutex posted_mutex_;
+  std::vector<Task> posted_;
 };
 
 }  // namespace bexd::cli

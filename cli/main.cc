@@ -67,6 +67,10 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
   daemon.set_export_deleted_callback([&server](const std::string& id) {
     server.Broadcast(QmpEvent("BLOCK_EXPORT_DELETED", {{"id", id}}));
   });
+  // Runs on a queue thread of the export, which Stop() joins: only hand over to the main loop.
+  // The loop outlives the daemon, whose destructor joins every export thread.
+  daemon.set_export_ended_callback(
+      [&loop, &daemon] { loop.Post([&daemon] { daemon.RemoveEndedExports(); }); });
 
   for (const block::BlockdevOptions& options : config.blockdevs) {
     absl::Status status = daemon.AddBlockdev(options);

@@ -4,6 +4,8 @@
 
 #include <absl/status/status.h>
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +17,12 @@ namespace bexd::exp {
 
 class Export {
  public:
+  // Called at most once, on one of the export's own threads, when the export has stopped serving
+  // on its own (its transport went away, e.g. an outside umount) and released what it held;
+  // never when Stop() ended it. Stop() joins that thread, so the callback must only pass the news
+  // to another thread, which then calls Stop() and destroys the export.
+  using EndedFn = std::function<void()>;
+
   virtual ~Export() = default;  // stops the export if still running
   const std::string& id() const { return id_; }
   const std::shared_ptr<block::BlockNode>& node() const { return node_; }
@@ -26,14 +34,28 @@ class Export {
   virtual bool in_use() const = 0;
   // One entry per queue thread.
   virtual std::vector<fuse::QueueStatsSnapshot> Stats() const = 0;
+  // True once the export has ended on its own; `ended_reason()` then says why ("'/mnt' was
+  // unmounted from outside").
+  bool ended() const { return ended_.load(std::memory_order_acquire); }
+  const std::string& ended_reason() const { return ended_reason_; }
 
  protected:
-  Export(std::string id, std::shared_ptr<block::BlockNode> node)
-      : id_(std::move(id)), node_(std::move(node)) {}
+  Export(std::string id, std::shared_ptr<block::BlockNode> node, EndedFn on_ended = nullptr)
+      : id_(std::move(id)), node_(std::move(node)), on_ended_(std::move(on_ended)) {}
+
+  // For the transport, once, after it released everything its end made useless.
+  void ReportEnded(std::string reason) {
+    ended_reason_ = std::move(reason);
+    ended_.store(true, std::memory_order_release);
+    if (on_ended_) on_ended_();
+  }
 
  private:
   std::string id_;
   std::shared_ptr<block::BlockNode> node_;
+  EndedFn on_ended_;
+  std::string ended_reason_;  // written once, before `ended_` is set
+  std::atomic<bool> ended_{false};
 };
 
 }  // namespace bexd::exp

@@ -29,7 +29,7 @@ uint32_t DefaultFuseQueueCount() {
 }
 
 absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
-    const ExportOptions& options, std::shared_ptr<block::BlockNode> node) {
+    const ExportOptions& options, std::shared_ptr<block::BlockNode> node, EndedFn on_ended) {
   const auto& fuse_options = std::get<FuseExportOptions>(options.transport);
   if (fuse_options.num_queues > kMaxQueues) {
     return absl::InvalidArgumentError(fmt::format("export '{}': num-queues {} exceeds {}",
@@ -58,8 +58,9 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
   absl::StatusOr<std::vector<UniqueFd>> devices = mount->OpenQueues(queue_count);
   if (!devices.ok()) return Annotate(options.id, devices.status());
 
-  std::unique_ptr<FuseExport> fuse_export(new FuseExport(
-      options, std::move(node), std::move(*session), std::move(*claim), std::move(*mount)));
+  std::unique_ptr<FuseExport> fuse_export(new FuseExport(options, std::move(node),
+                                                         std::move(*session), std::move(*claim),
+                                                         std::move(*mount), std::move(on_ended)));
   if (absl::Status status = fuse_export->StartQueues(std::move(*devices)); !status.ok()) {
     fuse_export->Stop();
     return Annotate(options.id, status);
@@ -73,8 +74,8 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
 
 FuseExport::FuseExport(const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
                        std::shared_ptr<fuse::Session> session, MountpointClaim claim,
-                       FuseMount mount)
-    : Export(options.id, std::move(node)),
+                       FuseMount mount, EndedFn on_ended)
+    : Export(options.id, std::move(node), std::move(on_ended)),
       mountpoint_(claim.path()),
       writable_(options.writable),
       session_(std::move(session)),
@@ -107,7 +108,9 @@ absl::Status FuseExport::StartQueues(std::vector<UniqueFd> devices) {
 }
 
 void FuseExport::OnQueueExit(uint32_t index, bool failed) {
-  if (failed && !stop_requested_.load(std::memory_order_acquire)) {
+  // When the connection ends every queue fails at once; one warning says it.
+  if (failed && !stop_requested_.load(std::memory_order_acquire) &&
+      !ending_.exchange(true, std::memory_order_acq_rel)) {
     log::Warn("export '{}': queue {} stopped serving; stopping the export", id(), index);
     for (auto& queue : queues_) queue->RequestStop();
   }
@@ -115,6 +118,11 @@ void FuseExport::OnQueueExit(uint32_t index, bool failed) {
   if (serving_.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
       !stop_requested_.load(std::memory_order_acquire)) {
     TearDown();
+    // An abort through /sys/fs/fuse/connections and a malformed request both leave the mount in
+    // place; the queue's own message above tells them apart.
+    ReportEnded(mount_.unmounted_from_outside()
+                    ? fmt::format("'{}' was unmounted from outside", mountpoint_)
+                    : "its FUSE connection was aborted or failed");
   }
 }
 

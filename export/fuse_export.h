@@ -27,9 +27,11 @@ class FuseExport final : public Export {
   // More queues than this is a configuration mistake, not a need.
   static constexpr uint32_t kMaxQueues = 256;
 
-  // Mounts and starts every queue thread; returns once the export serves requests.
+  // Mounts and starts every queue thread; returns once the export serves requests. `on_ended`
+  // runs when the connection ends without Stop() (see Export::EndedFn).
   static absl::StatusOr<std::unique_ptr<FuseExport>> Start(const ExportOptions& options,
-                                                           std::shared_ptr<block::BlockNode> node);
+                                                           std::shared_ptr<block::BlockNode> node,
+                                                           EndedFn on_ended);
   ~FuseExport() override;
 
   std::string type() const override { return "fuse"; }
@@ -41,7 +43,8 @@ class FuseExport final : public Export {
 
  private:
   FuseExport(const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
-             std::shared_ptr<fuse::Session> session, MountpointClaim claim, FuseMount mount);
+             std::shared_ptr<fuse::Session> session, MountpointClaim claim, FuseMount mount,
+             EndedFn on_ended);
 
   absl::Status StartQueues(std::vector<UniqueFd> devices);
   void OnQueueExit(uint32_t index, bool failed);
@@ -59,6 +62,8 @@ class FuseExport final : public Export {
   // queues ending early cannot tear down an export that is still starting.
   std::atomic<uint32_t> serving_{1};
   std::atomic<bool> stop_requested_{false};
+  // Set by the first queue that ends on its own, which stops the others.
+  std::atomic<bool> ending_{false};
   std::mutex stop_mutex_;  // serializes Stop()
   std::mutex teardown_mutex_;
   bool torn_down_ = false;

@@ -145,7 +145,8 @@ FuseMount::FuseMount(FuseMount&& other) noexcept
       fd_(std::move(other.fd_)),
       device_(other.device_),
       allow_other_(other.allow_other_),
-      mounted_(std::exchange(other.mounted_, false)) {}
+      mounted_(std::exchange(other.mounted_, false)),
+      unmounted_from_outside_(other.unmounted_from_outside_) {}
 
 FuseMount::~FuseMount() { Unmount(); }
 
@@ -182,6 +183,7 @@ void FuseMount::Unmount() {
   // anything, is not ours to remove.
   if (!top->has_value() || (*top)->device != device_) {
     log::Info("'{}' was already unmounted", path_);
+    unmounted_from_outside_ = true;
     return;
   }
   if (::umount2(path_.c_str(), UMOUNT_NOFOLLOW) == 0) return;

@@ -43,6 +43,8 @@ class FuseMount {
   // outside umount). Requests waiting in the kernel fail once every queue descriptor is closed.
   // Idempotent.
   void Unmount();
+  // True once Unmount() found the file system gone already.
+  bool unmounted_from_outside() const { return unmounted_from_outside_; }
 
  private:
   FuseMount(std::string path, UniqueFd fd, dev_t device, bool allow_other)
@@ -53,6 +55,7 @@ class FuseMount {
   dev_t device_ = 0;  // the FUSE connection's device, to recognise our mount in mountinfo
   bool allow_other_ = false;
   bool mounted_ = true;
+  bool unmounted_from_outside_ = false;
 };
 
 }  // namespace bexd::exp

@@ -11,7 +11,8 @@
 namespace bexd::exp {
 
 absl::StatusOr<std::unique_ptr<Export>> StartExport(const ExportOptions& options,
-                                                    std::shared_ptr<block::BlockNode> node) {
+                                                    std::shared_ptr<block::BlockNode> node,
+                                                    Export::EndedFn on_ended) {
   if (options.id.empty()) return absl::InvalidArgumentError("an export needs an id");
   if (node == nullptr) {
     return absl::InvalidArgumentError(fmt::format("export '{}': no block node given", options.id));
@@ -21,7 +22,7 @@ absl::StatusOr<std::unique_ptr<Export>> StartExport(const ExportOptions& options
         using Transport = std::decay_t<decltype(transport)>;
         if constexpr (std::is_same_v<Transport, FuseExportOptions>) {
           absl::StatusOr<std::unique_ptr<FuseExport>> fuse_export =
-              FuseExport::Start(options, std::move(node));
+              FuseExport::Start(options, std::move(node), std::move(on_ended));
           if (!fuse_export.ok()) return fuse_export.status();
           return std::unique_ptr<Export>(std::move(*fuse_export));
         } else {

@@ -12,7 +12,10 @@ namespace bexd::exp {
 
 // Creates and starts the export the options describe, serving `node`; returns once it serves
 // requests (FUSE: mounted; vhost-user-fs: listening). Errors name the export id and the reason.
+// `on_ended` (see Export::EndedFn) only ever runs for FUSE exports: a vhost-user-fs export
+// outlives its frontends and waits for the next one.
 absl::StatusOr<std::unique_ptr<Export>> StartExport(const ExportOptions& options,
-                                                    std::shared_ptr<block::BlockNode> node);
+                                                    std::shared_ptr<block::BlockNode> node,
+                                                    Export::EndedFn on_ended = nullptr);
 
 }  // namespace bexd::exp

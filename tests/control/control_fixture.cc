@@ -45,4 +45,21 @@ std::string ErrorDesc(const nlohmann::json& reply) {
   return reply["error"].value("desc", "?");
 }
 
+std::string Success(const nlohmann::json& reply) {
+  return reply.contains("return") ? "" : reply.dump();
+}
+
+nlohmann::json FuseExport(const std::string& id, const std::string& node,
+                          const std::string& mountpoint) {
+  return {{"type", "fuse"},
+          {"id", id},
+          {"node-name", node},
+          {"mountpoint", mountpoint},
+          {"writable", true}};
+}
+
+nlohmann::json NullNode(const std::string& name, uint64_t size) {
+  return {{"driver", "null-co"}, {"node-name", name}, {"size", size}, {"read-zeroes", true}};
+}
+
 }  // namespace bexd::testing

@@ -36,5 +36,13 @@ class ControlTest : public ::testing::Test {
 // {"error":{"class":...}} of a reply, or "" for a success.
 std::string ErrorClass(const nlohmann::json& reply);
 std::string ErrorDesc(const nlohmann::json& reply);
+// "" for a successful reply, else the whole reply (to show in the failure message).
+std::string Success(const nlohmann::json& reply);
+
+// block-export-add arguments: a writable FUSE export.
+nlohmann::json FuseExport(const std::string& id, const std::string& node,
+                          const std::string& mountpoint);
+// blockdev-add arguments: a null-co node that reads zeroes.
+nlohmann::json NullNode(const std::string& name, uint64_t size = 8 << 20);
 
 }  // namespace bexd::testing

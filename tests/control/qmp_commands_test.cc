@@ -15,20 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-json FuseExport(const std::string& id, const std::string& node, const std::string& mountpoint) {
-  return {{"type", "fuse"},
-          {"id", id},
-          {"node-name", node},
-          {"mountpoint", mountpoint},
-          {"writable", true}};
-}
-
-json NullNode(const std::string& name, uint64_t size = 8 << 20) {
-  return {{"driver", "null-co"}, {"node-name", name}, {"size", size}, {"read-zeroes", true}};
-}
-
-std::string Success(const json& reply) { return reply.contains("return") ? "" : reply.dump(); }
-
 TEST_F(ControlTest, AddAndRemoveNodesAndExportsWhileFioRuns) {
   StartDaemon();
   std::string fio_output;

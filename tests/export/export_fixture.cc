@@ -174,9 +174,10 @@ void FuseExportTest::TearDown() {
   }
 }
 
-Export* FuseExportTest::Start(const ExportOptions& options,
-                              std::shared_ptr<block::BlockNode> node) {
-  absl::StatusOr<std::unique_ptr<Export>> started = StartExport(options, std::move(node));
+Export* FuseExportTest::Start(const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
+                              Export::EndedFn on_ended) {
+  absl::StatusOr<std::unique_ptr<Export>> started =
+      StartExport(options, std::move(node), std::move(on_ended));
   EXPECT_TRUE(started.ok()) << started.status();
   if (!started.ok()) return nullptr;
   exports_.push_back(std::move(*started));

@@ -89,7 +89,8 @@ class FuseExportTest : public ::testing::Test {
   void TearDown() override;
 
   // Starts an export and remembers it for teardown; fails the test if it does not start.
-  Export* Start(const ExportOptions& options, std::shared_ptr<block::BlockNode> node);
+  Export* Start(const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
+                Export::EndedFn on_ended = nullptr);
   // A mountpoint: a regular file holding `original` bytes (to recognise it after unmount).
   std::string MakeMountpoint(const std::string& name = "mnt");
 

@@ -6,8 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "export/fuse_export.h"
 #include "export/start.h"
@@ -99,6 +101,41 @@ TEST_F(MountTest, OutsideUnmountEndsTheExport) {
   (*again)->Stop();
   EXPECT_FALSE(IsFuseMounted(mountpoint));
   EXPECT_EQ(FileSize(mountpoint), sizeof(kOriginalContent) - 1);
+}
+
+// The owner learns of the end through the ended callback: once, after the export released the
+// mountpoint, with the reason; never for an export that Stop() ended.
+TEST_F(MountTest, OnlyAnExportThatEndsOnItsOwnReportsItOnce) {
+  const std::string unmounted = MakeMountpoint("unmounted");
+  std::atomic<int> unmounted_reports{0};
+  Export* ending = Start(FuseOptions(unmounted, true, 3), OpenNullNode(1 << 20),
+                         [&] { unmounted_reports.fetch_add(1); });
+  ASSERT_NE(ending, nullptr);
+  const std::string stopped = MakeMountpoint("stopped");
+  std::atomic<int> stopped_reports{0};
+  ExportOptions stopped_options = FuseOptions(stopped, true);
+  stopped_options.id = "export1";
+  Export* stopping =
+      Start(stopped_options, OpenNullNode(1 << 20), [&] { stopped_reports.fetch_add(1); });
+  ASSERT_NE(stopping, nullptr);
+  EXPECT_FALSE(ending->ended());
+
+  ASSERT_EQ(::umount2(unmounted.c_str(), 0), 0) << std::strerror(errno);
+  for (int i = 0; i < 2000 && unmounted_reports.load() == 0; ++i) ::usleep(10000);
+  ASSERT_EQ(unmounted_reports.load(), 1);
+  EXPECT_TRUE(ending->ended());
+  EXPECT_EQ(ending->ended_reason(),
+            "'" + std::filesystem::canonical(unmounted).string() + "' was unmounted from outside");
+  ending->Stop();
+  // The report came after the mountpoint was released: it takes a new export at once.
+  ExportOptions again = FuseOptions(unmounted, false);
+  again.id = "export2";
+  EXPECT_NE(Start(again, OpenNullNode(2 << 20)), nullptr);
+
+  stopping->Stop();
+  EXPECT_FALSE(stopping->ended());
+  EXPECT_EQ(stopped_reports.load(), 0);
+  EXPECT_EQ(unmounted_reports.load(), 1);
 }
 
 TEST_F(MountTest, MountpointThatIsNotARegularFileIsRefused) {
