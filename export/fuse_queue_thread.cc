@@ -1,15 +1,18 @@
 #include "export/fuse_queue_thread.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <system_error>
 #include <utility>
 
+#include "export/read_interrupt.h"
 #include "util/log.h"
 
 namespace bexd::exp {
@@ -59,22 +62,52 @@ FuseQueueThread::~FuseQueueThread() {
 }
 
 absl::Status FuseQueueThread::Start(ExitFn on_exit) {
+  if (absl::Status status = InstallReadInterrupt(); !status.ok()) {
+    return absl::Status(status.code(), fmt::format("export '{}' queue {}: {}", export_id_, index_,
+                                                   std::string(status.message())));
+  }
   on_exit_ = std::move(on_exit);
   std::promise<absl::Status> started;
   std::future<absl::Status> result = started.get_future();
+  std::promise<void> ended;
+  ended_ = ended.get_future();
   try {
-    thread_ = std::thread(&FuseQueueThread::Run, this, &started);
+    thread_ = std::thread(&FuseQueueThread::Run, this, &started, std::move(ended));
   } catch (const std::system_error& error) {
     return absl::ResourceExhaustedError(fmt::format(
         "export '{}' queue {}: cannot start a thread: {}", export_id_, index_, error.what()));
+  }
+  {
+    std::lock_guard lock(signal_mutex_);
+    signallable_ = true;
   }
   absl::Status status = result.get();
   if (!status.ok()) Join();
   return status;
 }
 
+void FuseQueueThread::RequestStop() {
+  loop_->RequestStop();
+  InterruptIfRunning();
+}
+
+void FuseQueueThread::InterruptIfRunning() {
+  std::lock_guard lock(signal_mutex_);
+  if (signallable_) InterruptRead(thread_.native_handle());
+}
+
 void FuseQueueThread::Join() {
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  // The thread checks for a stop before each blocking read, but a stop that lands between that
+  // check and the read loses its signal: repeat it until the thread is done.
+  while (ended_.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+    if (loop_->stop_requested()) InterruptIfRunning();
+  }
+  {
+    std::lock_guard lock(signal_mutex_);
+    signallable_ = false;
+  }
+  thread_.join();
 }
 
 fuse::QueueStatsSnapshot FuseQueueThread::Stats() const {
@@ -82,18 +115,31 @@ fuse::QueueStatsSnapshot FuseQueueThread::Stats() const {
   return fuse::QueueStatsSnapshot::Of(queue_->stats());
 }
 
-void FuseQueueThread::Run(std::promise<absl::Status>* started) {
+void FuseQueueThread::Run(std::promise<absl::Status>* started, std::promise<void> ended) {
   const std::string name = "bexd-fuse-q" + std::to_string(index_);
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
   absl::Status status = SetUp();
   const bool ok = status.ok();
   started->set_value(std::move(status));  // `started` dies with Start()'s frame after this
-  if (!ok) return;
-  Serve();
-  if (on_exit_) on_exit_(index_, failed_);
+  if (ok) {
+    Serve();
+    if (on_exit_) on_exit_(index_, failed_);
+  }
+  ended.set_value();
 }
 
 absl::Status FuseQueueThread::SetUp() {
+  if (absl::Status status = AcceptReadInterrupt(); !status.ok()) {
+    return absl::Status(status.code(), fmt::format("export '{}' queue {}: {}", export_id_, index_,
+                                                   std::string(status.message())));
+  }
+  const int flags = ::fcntl(device_.get(), F_GETFL);
+  if (flags < 0) {
+    return absl::InternalError(fmt::format("export '{}' queue {}: fcntl(F_GETFL) of /dev/fuse: {}",
+                                           export_id_, index_, std::strerror(errno)));
+  }
+  device_flags_ = flags & ~O_NONBLOCK;
+  device_blocking_ = (flags & O_NONBLOCK) == 0;
   // The IoQueue belongs to the thread that uses it (its own libaio context, for example).
   absl::StatusOr<std::unique_ptr<block::IoQueue>> io_queue = session_->node().CreateQueue();
   if (!io_queue.ok()) {
@@ -103,14 +149,14 @@ absl::Status FuseQueueThread::SetUp() {
   }
   const int io_fd = (*io_queue)->event_fd();
   queue_ = std::make_unique<fuse::Queue>(session_, std::move(*io_queue), &OnReply, this);
-  // Edge-triggered: the thread reads the device until EAGAIN and polls the IoQueue after every
+  // Edge-triggered: a busy thread reads the device until EAGAIN and polls the IoQueue after every
   // wake-up, so it never needs a level reminder, and a busy queue that stopped reading (no free
   // slot) is not woken for requests another queue will take. Exclusive: all clones wait on the
   // one kernel input queue, and without it every request woke every queue thread, all but one
   // of them only to read EAGAIN (4 queues ran at a third of 1 queue's rate in perf/run.sh). The
-  // kernel skips exclusive waiters that are busy, so an idle queue gets the wake-up.
-  absl::Status status =
-      loop_->Watch(device_.get(), EPOLLIN | EPOLLET | EPOLLEXCLUSIVE, kDeviceTag);
+  // kernel passes over exclusive entries whose thread is not in epoll_wait, so an idle thread in
+  // its blocking read still gets its turn.
+  absl::Status status = loop_->Watch(device_.get(), EPOLLIN | EPOLLET | EPOLLEXCLUSIVE, kDeviceTag);
   if (status.ok() && io_fd >= 0) status = loop_->Watch(io_fd, EPOLLIN | EPOLLET, kIoTag);
   if (!status.ok()) {
     return absl::Status(status.code(), fmt::format("export '{}' queue {}: {}", export_id_, index_,
@@ -124,14 +170,28 @@ void FuseQueueThread::Serve() {
   struct epoll_event events[4];
   while (true) {
     if (accepting_ && loop_->stop_requested()) accepting_ = false;
+    if (accepting_ && free_count_ == kSlots) {
+      // Idle: only a request can give this thread work. Blocking readers wait in the kernel's
+      // queue first come, first served, so idle queue threads take turns. An exclusive epoll
+      // entry keeps the place it was registered at instead, and at queue depth 1 queue 0 took
+      // 97 % of the requests, leaving 2 and 4 queues no faster than 1 (perf/README.md).
+      const ReadResult result = ReadRequest(/*wait=*/true);
+      if (result == ReadResult::kEnded) EndServing(/*failed=*/true);
+      if (result == ReadResult::kTaken) {
+        device_ready = true;  // more may wait behind it; read them only if it stays in flight
+        queue_->io_queue().Poll();
+      }
+      continue;
+    }
     while (accepting_ && device_ready && free_count_ > 0) {
-      const ReadResult result = ReadRequest();
+      const ReadResult result = ReadRequest(/*wait=*/false);
       if (result == ReadResult::kEmpty) device_ready = false;
       if (result == ReadResult::kEnded) EndServing(/*failed=*/true);
     }
     // Submits what the requests just read queued, and answers whatever has completed.
     queue_->io_queue().Poll();
     if (!accepting_ && free_count_ == kSlots) return;
+    if (accepting_ && free_count_ == kSlots) continue;  // idle again: back to the blocking read
     if (accepting_ && device_ready && free_count_ > 0) continue;
     const int n = loop_->Wait(events, 4, -1);
     if (n < 0) {
@@ -149,7 +209,20 @@ void FuseQueueThread::Serve() {
   }
 }
 
-FuseQueueThread::ReadResult FuseQueueThread::ReadRequest() {
+bool FuseQueueThread::SetDeviceBlocking(bool blocking) {
+  if (blocking == device_blocking_) return true;
+  // The clone descriptor is this queue's own open file, so its flags concern no other queue.
+  if (::fcntl(device_.get(), F_SETFL, blocking ? device_flags_ : device_flags_ | O_NONBLOCK) != 0) {
+    log::Error("export '{}' queue {}: cannot switch /dev/fuse to {} reads: {}", export_id_, index_,
+               blocking ? "blocking" : "non-blocking", std::strerror(errno));
+    return false;
+  }
+  device_blocking_ = blocking;
+  return true;
+}
+
+FuseQueueThread::ReadResult FuseQueueThread::ReadRequest(bool wait) {
+  if (!SetDeviceBlocking(wait)) return ReadResult::kEnded;
   Slot& slot = slots_[free_[free_count_ - 1]];
   const ssize_t n = ::read(device_.get(), slot.in.iov_base, buffers_.request_capacity());
   if (n > 0) {

@@ -1,6 +1,9 @@
 // One queue of a FUSE export: a /dev/fuse descriptor and the thread that serves it. The thread
 // owns everything its requests touch (request slots and their buffers, the core's fuse::Queue and
 // through it the block IoQueue), so serving takes no lock and allocates nothing.
+//
+// An idle thread (no request in flight) waits in a blocking read of its descriptor; a busy one
+// reads without blocking and waits in epoll for the device and its IoQueue together.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -10,6 +13,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -44,8 +48,11 @@ class FuseQueueThread {
 
   // Starts the thread; returns once it serves, or with the reason it could not start.
   absl::Status Start(ExitFn on_exit);
-  // Stop taking requests; the thread answers those it holds and ends. Safe from any thread.
-  void RequestStop() { loop_->RequestStop(); }
+  // Stop taking requests; the thread answers those it holds and ends. Safe from any thread,
+  // including queue threads.
+  void RequestStop();
+  // Waits for the thread to end; after RequestStop(), also wakes it from a blocking read. Only
+  // from a thread that is not a queue thread of this export.
   void Join();
   // Closes the /dev/fuse descriptor. Only once the thread has ended.
   void CloseDevice() { device_.Reset(); }
@@ -66,10 +73,12 @@ class FuseQueueThread {
   FuseQueueThread(uint32_t index, std::string export_id, std::shared_ptr<fuse::Session> session,
                   UniqueFd device, std::unique_ptr<EventLoop> loop, FuseSlotBuffers buffers);
 
-  void Run(std::promise<absl::Status>* started);
+  void Run(std::promise<absl::Status>* started, std::promise<void> ended);
   absl::Status SetUp();
   void Serve();
-  ReadResult ReadRequest();
+  ReadResult ReadRequest(bool wait);
+  bool SetDeviceBlocking(bool blocking);
+  void InterruptIfRunning();
   static void OnReply(fuse::Request* request, int64_t result, void* context);
   void SendReply(const Slot& slot, size_t bytes);
   void EndServing(bool failed);
@@ -78,6 +87,8 @@ class FuseQueueThread {
   const std::string export_id_;
   const std::shared_ptr<fuse::Session> session_;
   UniqueFd device_;
+  int device_flags_ = 0;  // its file status flags, without O_NONBLOCK
+  bool device_blocking_ = false;
   std::unique_ptr<EventLoop> loop_;
   FuseSlotBuffers buffers_;
   std::unique_ptr<Slot[]> slots_;
@@ -88,6 +99,10 @@ class FuseQueueThread {
   std::unique_ptr<fuse::Queue> queue_;
   ExitFn on_exit_;
   std::thread thread_;
+  std::future<void> ended_;  // ready once the thread does nothing more but return
+  // Guards signalling the thread against joining it: a joined thread's handle is gone.
+  std::mutex signal_mutex_;
+  bool signallable_ = false;
 };
 
 }  // namespace bexd::exp
