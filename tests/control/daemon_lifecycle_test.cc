@@ -77,6 +77,8 @@ TEST_F(ControlTest, SigtermUnderLoadKeepsSyncedData) {
 TEST_F(ControlTest, PidfileIsLockedWhileRunning) {
   std::string pidfile = Path("bexd.pid");
   StartDaemon({"--pidfile", pidfile});
+  // The pid is written once the daemon is ready (after its exports mount), like QSD's.
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(pidfile) == std::to_string(daemon_->pid()) + "\n"; }));
   std::string second_mountpoint = dir_.File("mnt2");
   RunResult second =
       RunBexd({"--blockdev", "null-co,node-name=n", "--export",
@@ -86,7 +88,7 @@ TEST_F(ControlTest, PidfileIsLockedWhileRunning) {
                             "' is locked by a running bexd (pid " + std::to_string(daemon_->pid()) +
                             ")\n");
   EXPECT_FALSE(IsMounted(second_mountpoint));
-  EXPECT_TRUE(WaitFor([&] { return ReadFile(pidfile) == std::to_string(daemon_->pid()) + "\n"; }));
+  EXPECT_EQ(ReadFile(pidfile), std::to_string(daemon_->pid()) + "\n");
   EXPECT_EQ(daemon_->Stop(), 0);
   EXPECT_FALSE(std::filesystem::exists(pidfile));
 }
