@@ -29,6 +29,11 @@ void ControlTest::StartDaemon(const std::vector<std::string>& extra) {
   ASSERT_TRUE(daemon_->running()) << ReadFile(log_);
 }
 
+bool ControlTest::WaitForPidfile(const std::string& pidfile) {
+  const std::string expected = std::to_string(daemon_->pid()) + "\n";
+  return WaitFor([&] { return ReadFile(pidfile) == expected; });
+}
+
 std::unique_ptr<QmpClient> ControlTest::Connect() {
   auto client = std::make_unique<QmpClient>(socket_);
   EXPECT_TRUE(client->connected()) << ReadFile(log_);

@@ -22,6 +22,9 @@ class ControlTest : public ::testing::Test {
   // Starts bexd with the standard node and export plus `extra` options.
   void StartDaemon(const std::vector<std::string>& extra = {});
   std::unique_ptr<QmpClient> Connect();
+  // Waits until `pidfile` holds the daemon's pid: bexd writes it once every export is up, just
+  // after the mount appears, so it is the readiness signal for tests that use the pidfile.
+  bool WaitForPidfile(const std::string& pidfile);
 
   std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
 

@@ -27,8 +27,7 @@ std::string Pattern(size_t length, uint32_t seed) {
 TEST_F(ControlTest, QuitStopsEverythingAndCleansUp) {
   std::string pidfile = Path("bexd.pid");
   StartDaemon({"--pidfile", pidfile});
-  // The pid is written once every export is up, just after the mount appears.
-  EXPECT_TRUE(WaitFor([&] { return ReadFile(pidfile) == std::to_string(daemon_->pid()) + "\n"; }));
+  EXPECT_TRUE(WaitForPidfile(pidfile));
   auto client = Connect();
   client->Negotiate();
   EXPECT_EQ(client->Execute("quit"), json({{"return", json::object()}}));
@@ -77,8 +76,7 @@ TEST_F(ControlTest, SigtermUnderLoadKeepsSyncedData) {
 TEST_F(ControlTest, PidfileIsLockedWhileRunning) {
   std::string pidfile = Path("bexd.pid");
   StartDaemon({"--pidfile", pidfile});
-  // The pid is written once the daemon is ready (after its exports mount), like QSD's.
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(pidfile) == std::to_string(daemon_->pid()) + "\n"; }));
+  ASSERT_TRUE(WaitForPidfile(pidfile));
   std::string second_mountpoint = dir_.File("mnt2");
   RunResult second =
       RunBexd({"--blockdev", "null-co,node-name=n", "--export",
@@ -97,7 +95,7 @@ TEST_F(ControlTest, StalePidfileIsTakenOver) {
   std::string pidfile = Path("bexd.pid");
   std::ofstream(pidfile) << "999999\n";
   StartDaemon({"--pidfile", pidfile});
-  EXPECT_TRUE(WaitFor([&] { return ReadFile(pidfile) == std::to_string(daemon_->pid()) + "\n"; }));
+  EXPECT_TRUE(WaitForPidfile(pidfile));
 }
 
 TEST_F(ControlTest, DaemonizeReturnsOnceServing) {
@@ -125,6 +123,7 @@ TEST_F(ControlTest, DaemonizeReturnsOnceServing) {
 TEST_F(ControlTest, DaemonizeReportsStartupFailureThroughTheParent) {
   std::string pidfile = Path("bexd.pid");
   StartDaemon({"--pidfile", pidfile});
+  ASSERT_TRUE(WaitForPidfile(pidfile));
   // Fails in the child, after the fork: the pidfile is held by the daemon above.
   std::string second_mountpoint = dir_.File("mnt2");
   RunResult parent = RunBexd({"--blockdev", "null-co,node-name=n", "--export",

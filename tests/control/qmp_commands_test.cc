@@ -31,6 +31,13 @@ TEST_F(ControlTest, AddAndRemoveNodesAndExportsWhileFioRuns) {
     while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) fio_output.append(buffer, n);
     fio_status = ::pclose(pipe);
   });
+  // A failed ASSERT returns early; the fio thread must still be joined, not destroyed running.
+  struct JoinAtExit {
+    std::thread& thread;
+    ~JoinAtExit() {
+      if (thread.joinable()) thread.join();
+    }
+  } join_fio{fio};
 
   auto client = Connect();
   client->Negotiate();
@@ -54,7 +61,14 @@ TEST_F(ControlTest, AddAndRemoveNodesAndExportsWhileFioRuns) {
 
     json exports = client->Execute("query-block-exports")["return"];
     EXPECT_EQ(exports.size(), 2u);
-    ASSERT_EQ(Success(client->Execute("block-export-del", {{"id", id}})), "");
+    // The kernel sends RELEASE for the file ReadFile closed after close() returned; until it
+    // arrives the export is in use and a safe delete is refused.
+    json deleted;
+    ASSERT_TRUE(WaitFor([&] {
+      deleted = client->Execute("block-export-del", {{"id", id}});
+      return ErrorDesc(deleted).find("is in use") == std::string::npos;
+    }));
+    ASSERT_EQ(Success(deleted), "");
     std::optional<json> event = watcher->WaitEvent("BLOCK_EXPORT_DELETED");
     ASSERT_TRUE(event.has_value());
     EXPECT_EQ((*event)["data"], json({{"id", id}}));
