@@ -63,8 +63,7 @@ FuseQueueThread::~FuseQueueThread() {
 
 absl::Status FuseQueueThread::Start(ExitFn on_exit) {
   if (absl::Status status = InstallReadInterrupt(); !status.ok()) {
-    return absl::Status(status.code(), fmt::format("export '{}' queue {}: {}", export_id_, index_,
-                                                   std::string(status.message())));
+    return Annotate(status);
   }
   on_exit_ = std::move(on_exit);
   std::promise<absl::Status> started;
@@ -84,6 +83,11 @@ absl::Status FuseQueueThread::Start(ExitFn on_exit) {
   absl::Status status = result.get();
   if (!status.ok()) Join();
   return status;
+}
+
+absl::Status FuseQueueThread::Annotate(const absl::Status& status) const {
+  return absl::Status(status.code(), fmt::format("export '{}' queue {}: {}", export_id_, index_,
+                                                 std::string(status.message())));
 }
 
 void FuseQueueThread::RequestStop() {
@@ -130,8 +134,7 @@ void FuseQueueThread::Run(std::promise<absl::Status>* started, std::promise<void
 
 absl::Status FuseQueueThread::SetUp() {
   if (absl::Status status = AcceptReadInterrupt(); !status.ok()) {
-    return absl::Status(status.code(), fmt::format("export '{}' queue {}: {}", export_id_, index_,
-                                                   std::string(status.message())));
+    return Annotate(status);
   }
   const int flags = ::fcntl(device_.get(), F_GETFL);
   if (flags < 0) {
@@ -158,11 +161,7 @@ absl::Status FuseQueueThread::SetUp() {
   // its blocking read still gets its turn.
   absl::Status status = loop_->Watch(device_.get(), EPOLLIN | EPOLLET | EPOLLEXCLUSIVE, kDeviceTag);
   if (status.ok() && io_fd >= 0) status = loop_->Watch(io_fd, EPOLLIN | EPOLLET, kIoTag);
-  if (!status.ok()) {
-    return absl::Status(status.code(), fmt::format("export '{}' queue {}: {}", export_id_, index_,
-                                                   std::string(status.message())));
-  }
-  return absl::OkStatus();
+  return status.ok() ? status : Annotate(status);
 }
 
 void FuseQueueThread::Serve() {

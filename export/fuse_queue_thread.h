@@ -79,6 +79,8 @@ class FuseQueueThread {
   ReadResult ReadRequest(bool wait);
   bool SetDeviceBlocking(bool blocking);
   void InterruptIfRunning();
+  // Prefixes `status`'s message with the export and queue it concerns.
+  absl::Status Annotate(const absl::Status& status) const;
   static void OnReply(fuse::Request* request, int64_t result, void* context);
   void SendReply(const Slot& slot, size_t bytes);
   void EndServing(bool failed);
