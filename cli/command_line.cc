@@ -154,8 +154,10 @@ through vhost-user-fs. Options take QEMU's key=value syntax or a JSON object.
   --blockdev driver=null-co,node-name=NAME[,size=SIZE][,read-zeroes=on|off][,latency-ns=NS]
   --export type=fuse,id=ID,node-name=NAME,mountpoint=FILE[,writable=on|off]
            [,growable=on|off][,allow-other=on|off|auto][,writethrough=on|off][,num-queues=N]
+           [,queue-cpus=CPUS]   pin queue i to the i-th CPU of a list such as 0-3,,8
   --export type=vhost-user-fs,id=ID,node-name=NAME,addr.type=unix,addr.path=SOCKET,tag=TAG
            [,file-name=NAME][,writable=on|off][,growable=on|off][,num-request-queues=N]
+           [,queue-cpus=CPUS]
   --object iothread,id=ID       accepted for QSD command lines; exports may name it (iothread=)
   --chardev socket,id=ID,path=SOCKET,server=on,wait=off
   --monitor chardev=ID | --monitor path=SOCKET[,pretty=on]

@@ -12,6 +12,7 @@
 #include "cli/names.h"
 #include "cli/paths.h"
 #include "export/fuse_export.h"
+#include "export/queue_cpus.h"
 #include "export/vhost_user_fs_export.h"
 
 namespace bexd::cli {
@@ -33,6 +34,19 @@ void CheckMountpoint(OptionReader& reader, const std::string& mountpoint) {
             "'{}' is not a regular file (a FUSE export is mounted over an existing regular file)",
             mountpoint));
   }
+}
+
+// queue-cpus: a CPU list such as "0-3,8" (in keyval, commas are doubled: queue-cpus=0-3,,8).
+void ReadQueueCpus(OptionReader& reader, std::vector<int>* cpus) {
+  std::string text;
+  reader.String("queue-cpus", &text);
+  if (!reader.ok() || !reader.Has("queue-cpus")) return;
+  absl::StatusOr<std::vector<int>> parsed = exp::ParseCpuList(text);
+  if (!parsed.ok()) {
+    reader.Fail("queue-cpus", std::string(parsed.status().message()));
+    return;
+  }
+  *cpus = std::move(*parsed);
 }
 
 // Fills `queues` from the iothread list when it names several threads; an explicit count must
@@ -61,6 +75,7 @@ exp::FuseExportOptions ReadFuseOptions(OptionReader& reader,
               {{"off", AllowOther::kOff}, {"on", AllowOther::kOn}, {"auto", AllowOther::kAuto}});
   reader.Integer("num-queues", &fuse.num_queues, 1, exp::FuseExport::kMaxQueues);
   ApplyIothreads(reader, iothreads, "num-queues", &fuse.num_queues);
+  ReadQueueCpus(reader, &fuse.queue_cpus);
   return fuse;
 }
 
@@ -100,6 +115,7 @@ exp::VhostUserFsExportOptions ReadVhostUserFsOptions(OptionReader& reader,
   reader.Integer("num-request-queues", &vhost.num_request_queues, 1,
                  exp::VhostUserFsExport::kMaxRequestQueues);
   ApplyIothreads(reader, iothreads, "num-request-queues", &vhost.num_request_queues);
+  ReadQueueCpus(reader, &vhost.queue_cpus);
   return vhost;
 }
 

@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "export/flush_node.h"
+#include "export/queue_cpus.h"
 #include "util/log.h"
 
 namespace bexd::exp {
@@ -35,8 +36,16 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
     return absl::InvalidArgumentError(fmt::format("export '{}': num-queues {} exceeds {}",
                                                   options.id, fuse_options.num_queues, kMaxQueues));
   }
-  const uint32_t queue_count =
-      fuse_options.num_queues == 0 ? DefaultFuseQueueCount() : fuse_options.num_queues;
+  if (absl::Status status = CheckCpusAllowed(fuse_options.queue_cpus); !status.ok()) {
+    return Annotate(options.id, absl::InvalidArgumentError(
+                                    fmt::format("queue-cpus: {}", std::string(status.message()))));
+  }
+  uint32_t queue_count = fuse_options.num_queues;
+  if (queue_count == 0) {
+    queue_count = fuse_options.queue_cpus.empty()
+                      ? DefaultFuseQueueCount()
+                      : std::min<uint32_t>(fuse_options.queue_cpus.size(), kMaxQueues);
+  }
 
   absl::StatusOr<MountpointClaim> claim = MountpointClaim::Acquire(fuse_options.mountpoint);
   if (!claim.ok()) return Annotate(options.id, claim.status());
@@ -61,13 +70,17 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
   std::unique_ptr<FuseExport> fuse_export(new FuseExport(options, std::move(node),
                                                          std::move(*session), std::move(*claim),
                                                          std::move(*mount), std::move(on_ended)));
-  if (absl::Status status = fuse_export->StartQueues(std::move(*devices)); !status.ok()) {
+  if (absl::Status status = fuse_export->StartQueues(std::move(*devices), fuse_options.queue_cpus);
+      !status.ok()) {
     fuse_export->Stop();
     return Annotate(options.id, status);
   }
-  log::Info("export '{}': node '{}' mounted on '{}' ({}, {} queue{}{})", options.id,
+  log::Info("export '{}': node '{}' mounted on '{}' ({}, {} queue{}{}{})", options.id,
             fuse_export->node()->node_name(), fuse_export->mountpoint_,
             options.writable ? "writable" : "read-only", queue_count, queue_count == 1 ? "" : "s",
+            fuse_options.queue_cpus.empty()
+                ? ""
+                : fmt::format(" on CPUs {}", FormatCpuList(fuse_options.queue_cpus)),
             fuse_export->mount_.allow_other() ? ", allow_other" : "");
   return fuse_export;
 }
@@ -84,11 +97,11 @@ FuseExport::FuseExport(const ExportOptions& options, std::shared_ptr<block::Bloc
 
 FuseExport::~FuseExport() { Stop(); }
 
-absl::Status FuseExport::StartQueues(std::vector<UniqueFd> devices) {
+absl::Status FuseExport::StartQueues(std::vector<UniqueFd> devices, const std::vector<int>& cpus) {
   queues_.reserve(devices.size());
   for (uint32_t i = 0; i < devices.size(); ++i) {
-    absl::StatusOr<std::unique_ptr<FuseQueueThread>> queue =
-        FuseQueueThread::Create(i, id(), session_, std::move(devices[i]));
+    absl::StatusOr<std::unique_ptr<FuseQueueThread>> queue = FuseQueueThread::Create(
+        i, id(), session_, std::move(devices[i]), cpus.empty() ? -1 : QueueCpu(cpus, i));
     if (!queue.ok()) return queue.status();
     queues_.push_back(std::move(*queue));
   }

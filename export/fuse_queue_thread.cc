@@ -12,28 +12,30 @@
 #include <system_error>
 #include <utility>
 
+#include "export/queue_cpus.h"
 #include "export/read_interrupt.h"
 #include "util/log.h"
 
 namespace bexd::exp {
 
 absl::StatusOr<std::unique_ptr<FuseQueueThread>> FuseQueueThread::Create(
-    uint32_t index, std::string export_id, std::shared_ptr<fuse::Session> session,
-    UniqueFd device) {
+    uint32_t index, std::string export_id, std::shared_ptr<fuse::Session> session, UniqueFd device,
+    int cpu) {
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
   if (!loop.ok()) return loop.status();
   absl::StatusOr<FuseSlotBuffers> buffers =
       FuseSlotBuffers::Create(kSlots, session->max_request_bytes(), session->max_reply_bytes());
   if (!buffers.ok()) return buffers.status();
   return std::unique_ptr<FuseQueueThread>(
-      new FuseQueueThread(index, std::move(export_id), std::move(session), std::move(device),
+      new FuseQueueThread(index, std::move(export_id), std::move(session), std::move(device), cpu,
                           std::move(*loop), std::move(*buffers)));
 }
 
 FuseQueueThread::FuseQueueThread(uint32_t index, std::string export_id,
-                                 std::shared_ptr<fuse::Session> session, UniqueFd device,
+                                 std::shared_ptr<fuse::Session> session, UniqueFd device, int cpu,
                                  std::unique_ptr<EventLoop> loop, FuseSlotBuffers buffers)
     : index_(index),
+      cpu_(cpu),
       export_id_(std::move(export_id)),
       session_(std::move(session)),
       device_(std::move(device)),
@@ -133,6 +135,10 @@ void FuseQueueThread::Run(std::promise<absl::Status>* started, std::promise<void
 }
 
 absl::Status FuseQueueThread::SetUp() {
+  // Pinned before the IoQueue exists, so that its memory is first touched on the right CPU.
+  if (cpu_ >= 0) {
+    if (absl::Status status = PinCurrentThread(cpu_); !status.ok()) return Annotate(status);
+  }
   if (absl::Status status = AcceptReadInterrupt(); !status.ok()) {
     return Annotate(status);
   }

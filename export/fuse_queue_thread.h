@@ -39,9 +39,10 @@ class FuseQueueThread {
   // because RequestStop() asked it to.
   using ExitFn = std::function<void(uint32_t index, bool failed)>;
 
+  // `cpu` >= 0 pins the thread to that CPU before it serves; -1 leaves it to the scheduler.
   static absl::StatusOr<std::unique_ptr<FuseQueueThread>> Create(
       uint32_t index, std::string export_id, std::shared_ptr<fuse::Session> session,
-      UniqueFd device);
+      UniqueFd device, int cpu = -1);
   FuseQueueThread(const FuseQueueThread&) = delete;
   FuseQueueThread& operator=(const FuseQueueThread&) = delete;
   ~FuseQueueThread();  // stops and joins the thread
@@ -71,7 +72,8 @@ class FuseQueueThread {
   static constexpr uint64_t kIoTag = 1;
 
   FuseQueueThread(uint32_t index, std::string export_id, std::shared_ptr<fuse::Session> session,
-                  UniqueFd device, std::unique_ptr<EventLoop> loop, FuseSlotBuffers buffers);
+                  UniqueFd device, int cpu, std::unique_ptr<EventLoop> loop,
+                  FuseSlotBuffers buffers);
 
   void Run(std::promise<absl::Status>* started, std::promise<void> ended);
   absl::Status SetUp();
@@ -86,6 +88,7 @@ class FuseQueueThread {
   void EndServing(bool failed);
 
   const uint32_t index_;
+  const int cpu_;  // -1: not pinned
   const std::string export_id_;
   const std::shared_ptr<fuse::Session> session_;
   UniqueFd device_;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace bexd::exp {
 
@@ -13,7 +14,8 @@ struct FuseExportOptions {
   std::string mountpoint;  // an existing regular file
   bool growable = false;
   AllowOther allow_other = AllowOther::kAuto;
-  uint32_t num_queues = 0;  // 0: one per CPU
+  uint32_t num_queues = 0;      // 0: one per CPU (per CPU of queue_cpus if given)
+  std::vector<int> queue_cpus;  // queue i runs on queue_cpus[i % size]; empty: not pinned
 };
 
 struct VhostUserFsExportOptions {
@@ -22,6 +24,8 @@ struct VhostUserFsExportOptions {
   std::string file_name;    // the image's name in the shared directory; default: the node name
   bool growable = false;
   uint32_t num_request_queues = 1;
+  std::vector<int>
+      queue_cpus;  // request queue i runs on queue_cpus[(i - 1) % size]; empty: not pinned
 };
 
 struct ExportOptions {

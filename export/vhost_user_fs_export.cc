@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "export/flush_node.h"
+#include "export/queue_cpus.h"
 #include "export/vhost_user_channel.h"
 #include "util/log.h"
 
@@ -51,6 +52,10 @@ absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
                                     "num-request-queues is %d, expected 1 to %d",
                                     vhost_options.num_request_queues, kMaxRequestQueues)));
   }
+  if (absl::Status status = CheckCpusAllowed(vhost_options.queue_cpus); !status.ok()) {
+    return Annotate(options.id, absl::InvalidArgumentError(
+                                    absl::StrFormat("queue-cpus: %s", status.message())));
+  }
   fuse::SessionOptions session_options;
   session_options.writable = options.writable;
   session_options.growable = vhost_options.growable;
@@ -68,8 +73,11 @@ absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
   for (uint32_t i = 0; i <= vhost_options.num_request_queues; ++i) {
     std::string name = i == 0 ? absl::StrFormat("export '%s' hiprio queue", options.id)
                               : absl::StrFormat("export '%s' request queue %d", options.id, i);
-    absl::StatusOr<std::unique_ptr<VhostUserQueueWorker>> worker =
-        VhostUserQueueWorker::Create(vhost_export->session_, std::move(name));
+    // The hiprio queue carries only FORGET and INTERRUPT; it is left to the scheduler.
+    const int cpu =
+        i == 0 || vhost_options.queue_cpus.empty() ? -1 : QueueCpu(vhost_options.queue_cpus, i - 1);
+    absl::StatusOr<std::unique_ptr<VhostUserQueueWorker>> worker = VhostUserQueueWorker::Create(
+        vhost_export->session_, std::move(name), "bexd-vhost-q" + std::to_string(i), cpu);
     if (!worker.ok()) return Annotate(options.id, worker.status());
     workers.push_back(worker->get());
     vhost_export->workers_.push_back(std::move(*worker));
@@ -82,10 +90,13 @@ absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
   vhost_export->thread_ = std::thread(&VhostUserFsExport::ServeConnections, vhost_export.get());
   log::Info(
       "export '{}': node '{}' served over vhost-user-fs on '{}' (tag '{}', file '{}', {}, "
-      "{} request queue{})",
+      "{} request queue{}{})",
       options.id, vhost_export->node()->node_name(), vhost_export->socket_path_, vhost_export->tag_,
       vhost_export->session_->options().file_name, options.writable ? "writable" : "read-only",
-      vhost_options.num_request_queues, vhost_options.num_request_queues == 1 ? "" : "s");
+      vhost_options.num_request_queues, vhost_options.num_request_queues == 1 ? "" : "s",
+      vhost_options.queue_cpus.empty()
+          ? ""
+          : fmt::format(" on CPUs {}", FormatCpuList(vhost_options.queue_cpus)));
   return vhost_export;
 }
 

@@ -1,12 +1,14 @@
 #include "export/vhost_user_queue_worker.h"
 
 #include <absl/strings/str_format.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "export/queue_cpus.h"
 #include "fuse/request_state.h"
 #include "util/log.h"
 
@@ -33,10 +35,12 @@ void Notify(int fd) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<VhostUserQueueWorker>> VhostUserQueueWorker::Create(
-    std::shared_ptr<fuse::Session> session, std::string name) {
+    std::shared_ptr<fuse::Session> session, std::string name, const std::string& thread_name,
+    int cpu) {
   std::unique_ptr<VhostUserQueueWorker> worker(new VhostUserQueueWorker(std::move(name)));
   worker->thread_ =
-      std::thread(&VhostUserQueueWorker::ThreadMain, worker.get(), std::move(session));
+      std::thread(&VhostUserQueueWorker::ThreadMain, worker.get(), std::move(session), cpu);
+  pthread_setname_np(worker->thread_.native_handle(), thread_name.substr(0, 15).c_str());
   std::unique_lock lock(worker->mutex_);
   worker->changed_.wait(lock, [&] { return worker->ready_; });
   if (!worker->setup_error_.ok()) {
@@ -59,11 +63,16 @@ VhostUserQueueWorker::~VhostUserQueueWorker() {
   thread_.join();
 }
 
-void VhostUserQueueWorker::ThreadMain(std::shared_ptr<fuse::Session> session) {
-  absl::StatusOr<std::unique_ptr<block::IoQueue>> io = session->node().CreateQueue();
+void VhostUserQueueWorker::ThreadMain(std::shared_ptr<fuse::Session> session, int cpu) {
+  const absl::Status pinned = cpu >= 0 ? PinCurrentThread(cpu) : absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<block::IoQueue>> io =
+      pinned.ok() ? session->node().CreateQueue() : pinned;
   {
     std::lock_guard lock(mutex_);
-    if (io.ok()) {
+    if (!pinned.ok()) {
+      setup_error_ =
+          absl::Status(pinned.code(), absl::StrFormat("%s: %s", name_, pinned.message()));
+    } else if (io.ok()) {
       queue_ =
           std::make_unique<fuse::Queue>(std::move(session), std::move(*io), &OnRequestDone, this);
     } else {

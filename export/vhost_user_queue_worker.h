@@ -40,9 +40,12 @@ struct VringRun {
 
 class VhostUserQueueWorker {
  public:
-  // Starts the thread and creates its IoQueue and fuse::Queue there. `name` labels log lines.
+  // Starts the thread and creates its IoQueue and fuse::Queue there. `name` labels log lines,
+  // `thread_name` (at most 15 bytes) names the thread for ps and top; `cpu` >= 0 pins the thread
+  // to that CPU first, -1 leaves it to the scheduler.
   static absl::StatusOr<std::unique_ptr<VhostUserQueueWorker>> Create(
-      std::shared_ptr<fuse::Session> session, std::string name);
+      std::shared_ptr<fuse::Session> session, std::string name, const std::string& thread_name,
+      int cpu = -1);
   ~VhostUserQueueWorker();  // stops a run in progress and joins the thread
   VhostUserQueueWorker(const VhostUserQueueWorker&) = delete;
   VhostUserQueueWorker& operator=(const VhostUserQueueWorker&) = delete;
@@ -66,7 +69,7 @@ class VhostUserQueueWorker {
   enum class State { kIdle, kRunning, kExit };
 
   explicit VhostUserQueueWorker(std::string name) : name_(std::move(name)) {}
-  void ThreadMain(std::shared_ptr<fuse::Session> session);
+  void ThreadMain(std::shared_ptr<fuse::Session> session, int cpu);
   // One run, from Start() to Stop().
   void Serve();
   // Takes chains while slots are free and dispatches them.

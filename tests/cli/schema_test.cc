@@ -223,7 +223,7 @@ TEST_F(SchemaTest, FuseExportErrors) {
             "id: missing (required)");
   EXPECT_EQ(ExportError(Keyval(base + mountpoint_ + ",tag=x"), Syntax::kKeyval),
             "tag: unknown option (known here: allow-other, fixed-iothread, growable, id, iothread, "
-            "mountpoint, node-name, num-queues, type, writable, writethrough)");
+            "mountpoint, node-name, num-queues, queue-cpus, type, writable, writethrough)");
   json object = {{"type", "fuse"},
                  {"id", "e"},
                  {"node-name", "d"},
@@ -231,6 +231,31 @@ TEST_F(SchemaTest, FuseExportErrors) {
                  {"num-queues", "two"}};
   EXPECT_EQ(ExportError(object, Syntax::kJson),
             "num-queues: expected a positive integer, got \"two\"");
+}
+
+TEST_F(SchemaTest, QueueCpusTakeACpuList) {
+  absl::StatusOr<ExportSpec> spec = ParseExportOptions(
+      Keyval("type=fuse,id=e,node-name=d,mountpoint=" + mountpoint_ + ",queue-cpus=2-3,,0"),
+      Syntax::kKeyval);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(std::get<exp::FuseExportOptions>(spec->options.transport).queue_cpus,
+            (std::vector<int>{0, 2, 3}));
+  json object = {{"type", "vhost-user-fs"},
+                 {"id", "v"},
+                 {"node-name", "d"},
+                 {"addr", {{"type", "unix"}, {"path", "/run/v.sock"}}},
+                 {"tag", "t"},
+                 {"queue-cpus", "1"}};
+  spec = ParseExportOptions(object, Syntax::kJson);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(std::get<exp::VhostUserFsExportOptions>(spec->options.transport).queue_cpus,
+            std::vector<int>{1});
+  EXPECT_EQ(
+      ExportError(Keyval("type=fuse,id=e,node-name=d,mountpoint=" + mountpoint_ + ",queue-cpus=1-"),
+                  Syntax::kKeyval),
+      "queue-cpus: '1-' is not a CPU list: a range needs an end, as in 0-3");
+  object["queue-cpus"] = 1;
+  EXPECT_EQ(ExportError(object, Syntax::kJson), "queue-cpus: expected a string, got 1");
 }
 
 TEST(ExportSchemaTest, VhostUserFs) {

@@ -1,6 +1,5 @@
 // How idle FUSE queue threads wait: in a blocking read of their own /dev/fuse clone. They must
 // take turns at queue depth 1, ignore a stray wake-up signal, and still stop when asked.
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -9,33 +8,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "tests/export/export_fixture.h"
+#include "tests/support/threads.h"
 
 namespace bexd::exp::testing {
 namespace {
 
 class QueueWaitTest : public FuseExportTest {};
 
-// The thread ids of this process's FUSE queue threads (named bexd-fuse-qN).
-std::vector<pid_t> QueueThreadIds() {
-  std::vector<pid_t> ids;
-  DIR* tasks = ::opendir("/proc/self/task");
-  if (tasks == nullptr) return ids;
-  while (struct dirent* entry = ::readdir(tasks)) {
-    if (entry->d_name[0] == '.') continue;
-    std::ifstream comm(std::string("/proc/self/task/") + entry->d_name + "/comm");
-    std::string name;
-    std::getline(comm, name);
-    if (name.rfind("bexd-fuse-q", 0) == 0)
-      ids.push_back(static_cast<pid_t>(std::stoi(entry->d_name)));
-  }
-  ::closedir(tasks);
-  return ids;
-}
+std::vector<pid_t> QueueThreadIds() { return bexd::testing::ThreadIdsNamed("bexd-fuse-q"); }
 
 // One request at a time from one thread: with every queue idle in its read, the kernel hands each
 // request to the reader that has waited longest, so no queue may end up with nearly all of them

@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "block/open.h"
 #include "export/start.h"
+#include "tests/support/threads.h"
 #include "tests/vhost/export_fixture.h"
 
 namespace bexd::test::vhost {
@@ -17,7 +20,8 @@ namespace {
 class ExportStartTest : public VhostExportTest {
  protected:
   absl::StatusOr<std::unique_ptr<exp::Export>> Start(const std::string& socket_path,
-                                                     uint32_t queues) {
+                                                     uint32_t queues,
+                                                     std::vector<int> queue_cpus = {}) {
     block::BlockdevOptions blockdev;
     blockdev.node_name = "disk0";
     blockdev.driver = block::FileOptions{image_};
@@ -29,6 +33,7 @@ class ExportStartTest : public VhostExportTest {
     exp::VhostUserFsExportOptions vhost;
     vhost.socket_path = socket_path;
     vhost.num_request_queues = queues;
+    vhost.queue_cpus = std::move(queue_cpus);
     options.transport = vhost;
     return exp::StartExport(options, *node);
   }
@@ -71,6 +76,40 @@ TEST_F(ExportStartTest, ReplacesAStaleSocketAndRemovesItOnStop) {
   EXPECT_EQ(LookupImage(*frontend), 2u);
   (*started)->Stop();
   EXPECT_NE(access(socket_.c_str(), F_OK), 0);
+}
+
+// Request queue i runs on the ((i - 1) mod n)-th listed CPU; the hiprio queue is not pinned. A
+// pinned export still answers requests.
+TEST_F(ExportStartTest, PinsRequestQueueThreads) {
+  const std::vector<int> cpus = bexd::testing::ProcessCpus();
+  ASSERT_FALSE(cpus.empty());
+  absl::StatusOr<std::unique_ptr<exp::Export>> started = Start(socket_, 3, {cpus.back()});
+  ASSERT_TRUE(started.ok()) << started.status();
+  for (int queue = 1; queue <= 3; ++queue) {
+    const std::vector<pid_t> thread =
+        bexd::testing::ThreadIdsNamed("bexd-vhost-q" + std::to_string(queue));
+    ASSERT_EQ(thread.size(), 1u) << "request queue " << queue;
+    EXPECT_EQ(bexd::testing::ThreadCpus(thread[0]), std::vector<int>{cpus.back()});
+  }
+  const std::vector<pid_t> hiprio = bexd::testing::ThreadIdsNamed("bexd-vhost-q0");
+  ASSERT_EQ(hiprio.size(), 1u);
+  EXPECT_EQ(bexd::testing::ThreadCpus(hiprio[0]), cpus);
+  std::unique_ptr<Frontend> frontend = ConnectAndInit(Options());
+  ASSERT_NE(frontend, nullptr);
+  EXPECT_EQ(LookupImage(*frontend), 2u);
+  (*started)->Stop();
+}
+
+TEST_F(ExportStartTest, RefusesAQueueCpuOutsideTheAffinityMask) {
+  const int forbidden = bexd::testing::ForbiddenCpu();
+  absl::StatusOr<std::unique_ptr<exp::Export>> started = Start(socket_, 1, {forbidden});
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(started.status().message().find("queue-cpus: CPU " + std::to_string(forbidden) +
+                                            " is not one bexd may run on"),
+            std::string::npos)
+      << started.status();
+  EXPECT_NE(access(socket_.c_str(), F_OK), 0);  // nothing listens
 }
 
 }  // namespace

@@ -1,0 +1,35 @@
+// Pinning queue threads to CPUs (the `queue-cpus` export option). Queue i runs on the
+// (i mod n)-th CPU of the list, so a thread that serves requests stays next to the caches and,
+// when the client is pinned too, next to the client it wakes.
+#pragma once
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bexd::exp {
+
+// Parses a Linux CPU list ("0-3,8", as in /sys/devices/system/cpu/online and `taskset -c`) into
+// ascending CPU numbers without duplicates.
+absl::StatusOr<std::vector<int>> ParseCpuList(std::string_view text);
+
+// The inverse of ParseCpuList for messages: {0, 1, 2, 5} -> "0-2,5".
+std::string FormatCpuList(const std::vector<int>& cpus);
+
+// Fails, naming the first offender and the CPUs allowed, unless every CPU is one this process
+// may run on (sched_getaffinity).
+absl::Status CheckCpusAllowed(const std::vector<int>& cpus);
+
+// The CPU queue `index` runs on; `cpus` must not be empty.
+inline int QueueCpu(const std::vector<int>& cpus, uint32_t index) {
+  return cpus[index % cpus.size()];
+}
+
+// Restricts the calling thread to `cpu`.
+absl::Status PinCurrentThread(int cpu);
+
+}  // namespace bexd::exp
