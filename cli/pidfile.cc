@@ -49,6 +49,13 @@ absl::StatusOr<std::unique_ptr<Pidfile>> Pidfile::Acquire(const std::string& pat
     struct stat opened, current;
     if (::fstat(fd, &opened) == 0 && ::stat(path.c_str(), &current) == 0 &&
         opened.st_ino == current.st_ino && opened.st_dev == current.st_dev) {
+      // Whatever the file holds is a dead process's pid. Emptied now, it reads empty until the
+      // exports are up and then holds the whole pid, never a stale or a half-written one.
+      if (::ftruncate(fd, 0) != 0) {
+        absl::Status error = PidfileError(path, "truncate");
+        ::close(fd);
+        return error;
+      }
       return std::unique_ptr<Pidfile>(new Pidfile(path, fd));
     }
     ::close(fd);
@@ -64,7 +71,6 @@ Pidfile::~Pidfile() {
 
 absl::Status Pidfile::WritePid() {
   std::string content = fmt::format("{}\n", ::getpid());
-  if (::ftruncate(fd_, 0) != 0) return PidfileError(path_, "truncate");
   if (::pwrite(fd_, content.data(), content.size(), 0) != static_cast<ssize_t>(content.size())) {
     return PidfileError(path_, "write");
   }

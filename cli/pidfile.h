@@ -11,13 +11,13 @@ namespace bexd::cli {
 class Pidfile {
  public:
   // Creates or opens `path` and locks it. Fails, naming the holder's pid, while another process
-  // holds the lock; a file left by a process that is gone is taken over.
+  // holds the lock; a file left by a process that is gone is taken over and emptied.
   static absl::StatusOr<std::unique_ptr<Pidfile>> Acquire(const std::string& path);
   ~Pidfile();  // removes the file, then drops the lock
   Pidfile(const Pidfile&) = delete;
   Pidfile& operator=(const Pidfile&) = delete;
 
-  // Replaces the content with this process's pid.
+  // Writes this process's pid to the file, which Acquire() emptied.
   absl::Status WritePid();
 
  private:
