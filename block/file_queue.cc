@@ -82,6 +82,9 @@ void FileQueue::Submit(IoRequest* request) {
     case IoOp::kWriteZeroes:
       if (request->length == 0) return CompleteLater(request, 0);
       return ToWorkers(request);
+    case IoOp::kAllocate:
+      if (request->length == 0) return CompleteLater(request, 0);
+      return ToWorkers(request);
     case IoOp::kBlockStatus:
       return ToWorkers(request);
   }

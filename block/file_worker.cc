@@ -54,6 +54,8 @@ int64_t FileWorker::Execute(IoRequest* request, uint64_t done) {
       return WriteZeroes(*request);
     case IoOp::kBlockStatus:
       return BlockStatus(request);
+    case IoOp::kAllocate:
+      return Allocate(*request);
   }
   return -EINVAL;
 }
@@ -206,6 +208,18 @@ int FileWorker::BounceWrite(uint64_t offset, uint64_t length, Source source, int
     }
   }
   return 0;
+}
+
+int64_t FileWorker::Allocate(const IoRequest& request) {
+  // A block device's storage always exists (and fallocate mode 0 is not defined for it).
+  if (node_->is_block_device()) return static_cast<int64_t>(request.length);
+  while (fallocate(node_->fd(), 0, static_cast<off_t>(request.offset),
+                   static_cast<off_t>(request.length)) != 0) {
+    // Not emulated by writing zeroes: that would overwrite data. The caller learns what the
+    // filesystem under the image says (EOPNOTSUPP, ENOSPC, ...).
+    if (errno != EINTR) return -errno;
+  }
+  return static_cast<int64_t>(request.length);
 }
 
 int64_t FileWorker::Discard(const IoRequest& request) {

@@ -47,6 +47,7 @@ class FileWorker final : public Worker {
   int64_t Execute(IoRequest* request, uint64_t done);
   int64_t Read(IoRequest* request, uint64_t done);
   int64_t Write(IoRequest* request, uint64_t done);
+  int64_t Allocate(const IoRequest& request);
   int64_t Discard(const IoRequest& request);
   int64_t WriteZeroes(const IoRequest& request);
   int64_t BlockStatus(IoRequest* request);

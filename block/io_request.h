@@ -16,15 +16,17 @@ enum class IoOp : uint8_t {
   kDiscard,      // may deallocate [offset, offset+length); reads afterwards are unspecified
   kWriteZeroes,  // [offset, offset+length) reads as zeroes afterwards
   kBlockStatus,  // describes the extent starting at offset, see IoRequest::status_data
+  kAllocate,     // reserves storage for [offset, offset+length); the contents stay as they are
 };
 
 enum IoFlags : uint32_t {
-  kIoFua = 1u << 0,         // kWrite: data is durable when the request completes
-  kIoMayUnmap = 1u << 1,    // kWriteZeroes: the driver may deallocate the range
+  kIoFua = 1u << 0,       // kWrite: data is durable when the request completes
+  kIoMayUnmap = 1u << 1,  // kWriteZeroes: the driver may deallocate the range
 };
 
 struct IoRequest;
-// result: bytes transferred (kRead/kWrite/kDiscard/kWriteZeroes: the full length on success),
+// result: bytes transferred (kRead/kWrite/kDiscard/kWriteZeroes/kAllocate: the full length on
+// success),
 // 0 for kFlush, the extent length for kBlockStatus (0 at or past the end), or -errno.
 using IoCallback = void (*)(IoRequest* request, int64_t result);
 

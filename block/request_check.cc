@@ -34,6 +34,7 @@ int CheckRequest(const IoRequest& request, uint64_t size, bool read_only) {
       break;
     case IoOp::kDiscard:
     case IoOp::kWriteZeroes:
+    case IoOp::kAllocate:
       break;
     default:
       return -EINVAL;

@@ -233,16 +233,21 @@ void Queue::HandleFallocate(Request* request, const Header& header) {
     }
     size = session_->node().size();
   }
-  const uint64_t zero_end = std::min(end, size);
-  if (!(punch || zero) || in.offset >= zero_end) {
-    // Plain allocation: every byte below the size already belongs to the node.
-    Reply(request, nullptr, 0);
+  const uint64_t range_end = std::min(end, size);
+  if (in.offset >= range_end) {
+    Reply(request, nullptr, 0);  // KEEP_SIZE wholly past the end: nothing of the node to touch
+    return;
+  }
+  if (!(punch || zero)) {
+    // Plain allocation: the caller wants the space reserved now (ENOSPC now rather than on a
+    // later write), so the driver reserves it in the backing storage.
+    SubmitIo(request, block::IoOp::kAllocate, 0, in.offset, range_end - in.offset);
     return;
   }
   // A punched hole must read back as zeroes, which kDiscard does not promise: write zeroes and let
   // the driver deallocate.
   SubmitIo(request, block::IoOp::kWriteZeroes, punch ? uint32_t{block::kIoMayUnmap} : 0u, in.offset,
-           zero_end - in.offset);
+           range_end - in.offset);
 }
 
 void Queue::HandleLseek(Request* request, const Header& header) {

@@ -68,6 +68,7 @@ TEST(FileOpen, ReadOnlyNode) {
   EXPECT_EQ(WriteAt(*queue, data.data(), 4096, 0), -EROFS);
   EXPECT_EQ(RunOne(*queue, IoOp::kDiscard, 0, 4096), -EROFS);
   EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 0, 4096), -EROFS);
+  EXPECT_EQ(RunOne(*queue, IoOp::kAllocate, 0, 4096), -EROFS);
   EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
   EXPECT_EQ((*node)->Truncate(4096).code(), absl::StatusCode::kFailedPrecondition);
 }

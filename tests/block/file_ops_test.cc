@@ -2,6 +2,7 @@
 // concurrent partial-block writes under O_DIRECT.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -56,6 +57,26 @@ TEST_P(FileOpsTest, DiscardIgnoreKeepsData) {
   auto queue = testing::MakeQueue(*node);
   EXPECT_EQ(RunOne(*queue, IoOp::kDiscard, 0, 1 << 20), 1 << 20);
   EXPECT_EQ(testing::ReadFile(path, 0, 1 << 20), Pattern(1 << 20, 2));
+}
+
+uint64_t AllocatedBytes(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0);
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+TEST_P(FileOpsTest, AllocateReservesStorageAndKeepsData) {
+  std::string path = dir_.CreateFile("image", 4 << 20);
+  testing::WriteFile(path, Pattern(65536, 4), 1 << 20);
+  const uint64_t before = AllocatedBytes(path);
+  auto node = testing::OpenFileOrFail(path, GetParam(), true, DiscardMode::kIgnore);
+  auto queue = testing::MakeQueue(*node);
+  EXPECT_EQ(RunOne(*queue, IoOp::kAllocate, 0, 3 << 20), 3 << 20);
+  EXPECT_GE(AllocatedBytes(path), before + (3 << 20) - 65536);
+  EXPECT_EQ(testing::ReadFile(path, 1 << 20, 65536), Pattern(65536, 4));
+  EXPECT_EQ(testing::FileSize(path), 4u << 20);
+  // Past the end is refused like any other range.
+  EXPECT_EQ(RunOne(*queue, IoOp::kAllocate, 4 << 20, 4096), -EINVAL);
 }
 
 TEST_P(FileOpsTest, WriteZeroes) {

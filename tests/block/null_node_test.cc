@@ -72,6 +72,7 @@ TEST(NullNode, WritesAndOtherOpsSucceedWithinSize) {
   EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
   EXPECT_EQ(RunOne(*queue, IoOp::kDiscard, 4096, 65536), 65536);
   EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 0, 1 << 20, nullptr, 0, kIoMayUnmap), 1 << 20);
+  EXPECT_EQ(RunOne(*queue, IoOp::kAllocate, 0, 1 << 20), 1 << 20);
 }
 
 TEST(NullNode, RejectsBadRequests) {
@@ -96,6 +97,7 @@ TEST(NullNode, ReadOnlyRefusesModifications) {
   EXPECT_EQ(WriteAt(*queue, data.data(), data.size(), 0), -EROFS);
   EXPECT_EQ(RunOne(*queue, IoOp::kDiscard, 0, 512), -EROFS);
   EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 0, 512), -EROFS);
+  EXPECT_EQ(RunOne(*queue, IoOp::kAllocate, 0, 512), -EROFS);
   EXPECT_EQ(ReadAt(*queue, data.data(), data.size(), 0), 512);
   EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
 }

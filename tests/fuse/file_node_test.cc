@@ -50,6 +50,12 @@ class ImageFile {
     EXPECT_EQ(stat(path_.c_str(), &st), 0);
     return static_cast<uint64_t>(st.st_size);
   }
+  // Bytes of storage the file holds (st_blocks), not its length.
+  uint64_t allocated() const {
+    struct stat st {};
+    EXPECT_EQ(stat(path_.c_str(), &st), 0);
+    return static_cast<uint64_t>(st.st_blocks) * 512;
+  }
   std::vector<uint8_t> Read(uint64_t offset, size_t n) const {
     std::vector<uint8_t> bytes(n);
     int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
@@ -258,6 +264,25 @@ TEST_P(FileNodeTest, ReadOnlyExportServesReadsOnly) {
   EXPECT_EQ(Setattr(harness, 4096).error(), EROFS);
   EXPECT_EQ(Fallocate(harness, 0, 4096, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE).error(), EROFS);
   EXPECT_EQ(image.Read(8192, 4096), data);
+  EXPECT_EQ(image.size(), kImageSize);
+}
+
+// fallocate mode 0 reserves the range in the backing file, so running out of space shows now
+// rather than on a later write, and leaves data where there was some.
+TEST_P(FileNodeTest, PlainAllocationReservesStorageAndKeepsData) {
+  ImageFile image(kImageSize);
+  const std::vector<uint8_t> data = RandomBytes(8192, 17);
+  image.Write(1 << 20, data);
+  const uint64_t before = image.allocated();
+  CoreHarness harness(FileNode(image.path(), GetParam()), Writable());
+  harness.Init();
+  ASSERT_EQ(Fallocate(harness, 512 << 10, 2 << 20, 0).header().error, 0);
+  EXPECT_GE(image.allocated(), before + (2 << 20) - data.size());
+  EXPECT_EQ(image.Read(1 << 20, data.size()), data);
+  EXPECT_EQ(image.Read(512 << 10, 4096), std::vector<uint8_t>(4096, 0));
+  EXPECT_EQ(image.size(), kImageSize);
+  // KEEP_SIZE past the end reserves only what lies inside the node.
+  ASSERT_EQ(Fallocate(harness, kImageSize - 4096, 1 << 20, FALLOC_FL_KEEP_SIZE).header().error, 0);
   EXPECT_EQ(image.size(), kImageSize);
 }
 
