@@ -110,6 +110,7 @@ class Queue {
   const CompletionFn done_;
   void* const context_;
   QueueStats stats_;
+  bool init_refusal_logged_ = false;
 };
 
 }  // namespace bexd::fuse

@@ -38,21 +38,18 @@ void Queue::HandleInit(Request* request, const Header& header) {
   const size_t copied = std::min(header.arg_bytes, sizeof(in));
   CopyFromIn(request, sizeof(struct fuse_in_header), &in, copied);
 
-  if (in.major < kMajor) {
-    log::Warn("FUSE INIT: kernel protocol {}.{} is older than {}.{}", in.major, in.minor, kMajor,
-              kMinimumMinor);
-    ReplyError(request, EPROTO);
-    return;
-  }
   if (in.major > kMajor) {
     // The kernel retries INIT with the major version named in this short reply.
     const uint32_t ours[2] = {kMajor, kMinor};
     Reply(request, ours, sizeof(ours));
     return;
   }
-  if (in.minor < kMinimumMinor) {
-    log::Warn("FUSE INIT: kernel protocol {}.{} is older than {}.{}", in.major, in.minor, kMajor,
-              kMinimumMinor);
+  if (in.major < kMajor || in.minor < kMinimumMinor) {
+    // A guest may send refused INITs in a loop: one warning per queue, the rest at debug level.
+    log::At(init_refusal_logged_ ? log::Level::kDebug : log::Level::kWarn,
+            "FUSE INIT: kernel protocol {}.{} is older than {}.{}", in.major, in.minor, kMajor,
+            kMinimumMinor);
+    init_refusal_logged_ = true;
     ReplyError(request, EPROTO);
     return;
   }
