@@ -22,7 +22,9 @@ class IoQueue {
   virtual void Submit(IoRequest* request) = 0;
   // Sends queued requests to the backend (one io_submit for a batch), then runs the callbacks of
   // every request that has completed. Cheap when nothing is pending. Call after a batch of
-  // Submit()s and whenever event_fd() becomes readable.
+  // Submit()s and whenever event_fd() becomes readable. A request a callback submits during
+  // Poll() is under way when Poll() returns (or completed, if event_fd() is -1): callers wait on
+  // event_fd() only, so one left queued until some later Poll() could wait forever.
   virtual void Poll() = 0;
   // Readable when completions wait for Poll(); -1 if the driver completes everything within
   // Poll() itself (the caller then never needs to wait for it).

@@ -1,6 +1,7 @@
 // Reads and writes through the file driver in every aio/cache.direct combination, checked
 // against the file's bytes as a plain descriptor sees them.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -246,6 +247,58 @@ TEST_P(FileIoTest, DestroyWithRequestsInFlight) {
   for (const Outcome& outcome : outcomes) EXPECT_LE(outcome.completions, 1);
   auto queue = testing::MakeQueue(*node);
   EXPECT_EQ(ReadAt(*queue, data.data(), 4096, 0), 4096);
+}
+
+// The contract LSEEK's block-status loop relies on (block_node.h): a request submitted from a
+// callback is under way when Poll() returns, so waiting on event_fd() alone, as a queue thread
+// does, sees it complete. A driver that left it queued until some later Poll() would hang here.
+struct Relay {
+  IoQueue* queue;
+  IoOp next_op;
+  int remaining;
+  int64_t last_result;
+};
+
+void SubmitNext(IoRequest* request, int64_t result) {
+  auto* relay = static_cast<Relay*>(request->opaque);
+  relay->last_result = result;
+  if (--relay->remaining <= 0 || result < 0) return;
+  request->op = relay->next_op;
+  relay->queue->Submit(request);
+}
+
+TEST_P(FileIoTest, RequestsSubmittedFromACallbackStartWithinPoll) {
+  const std::string path = dir_.CreateFile("image", 1 << 20);
+  testing::WriteFile(path, Pattern(1 << 20, 21), 0);
+  auto node = Open(path);
+  ASSERT_NE(node, nullptr);
+  auto queue = testing::MakeQueue(*node);
+  AlignedBuffer buffer(4096);
+  struct iovec iov = {buffer.data(), 4096};
+  for (IoOp next : {IoOp::kRead, IoOp::kBlockStatus, IoOp::kFlush}) {
+    Relay relay{queue.get(), next, 6, INT64_MIN};
+    IoRequest request;
+    request.op = IoOp::kRead;
+    request.offset = 8192;
+    request.length = 4096;
+    request.iov = &iov;
+    request.iovcnt = 1;
+    request.done = SubmitNext;
+    request.opaque = &relay;
+    queue->Submit(&request);
+    queue->Poll();
+    while (queue->in_flight() > 0) {
+      ASSERT_GE(queue->event_fd(), 0) << "requests in flight after Poll() but nothing to wait on";
+      struct pollfd pfd = {queue->event_fd(), POLLIN, 0};
+      ASSERT_EQ(poll(&pfd, 1, 20000), 1) << "a request submitted from a callback never started";
+      queue->Poll();
+    }
+    EXPECT_EQ(relay.remaining, 0);
+    EXPECT_GE(relay.last_result, 0);
+  }
+  const std::vector<unsigned char> pattern = Pattern(1 << 20, 21);
+  EXPECT_EQ(buffer.Bytes(0, 4096),
+            std::vector<unsigned char>(pattern.begin() + 8192, pattern.begin() + 12288));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModes, FileIoTest,
