@@ -3,6 +3,9 @@
 #   scripts/setup.sh demo   install dependencies, build, start the demo export (in the background)
 #   scripts/setup.sh test   install dependencies, build, run every test through ctest
 #   scripts/setup.sh build  install dependencies and build only
+#   scripts/setup.sh perf [perf/run.sh options]
+#                           install dependencies, then run the benchmark (it builds its own
+#                           Release tree in build-perf/)
 # BUILD_DIR (default: build) and BEXD_DEMO_DIR (default: bexd's own default) may be set.
 set -euo pipefail
 
@@ -74,8 +77,14 @@ case ${1:-} in
     install_deps
     build
     ;;
+  perf)
+    install_deps
+    ensure_fuse
+    shift
+    exec "$root/perf/run.sh" "$@"
+    ;;
   *)
-    echo "usage: $0 demo|test|build" >&2
+    echo "usage: $0 demo|test|build|perf [perf/run.sh options]" >&2
     exit 2
     ;;
 esac
