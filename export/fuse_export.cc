@@ -1,7 +1,6 @@
 #include "export/fuse_export.h"
 
 #include <fmt/format.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <utility>
@@ -22,11 +21,8 @@ absl::Status Annotate(const std::string& id, const absl::Status& status) {
 }  // namespace
 
 uint32_t DefaultFuseQueueCount() {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  int count = 1;
-  if (::sched_getaffinity(0, sizeof(cpus), &cpus) == 0) count = CPU_COUNT(&cpus);
-  return std::clamp<uint32_t>(static_cast<uint32_t>(count), 1, FuseExport::kMaxQueues);
+  return std::clamp<uint32_t>(static_cast<uint32_t>(AllowedCpus().size()), 1,
+                              FuseExport::kMaxQueues);
 }
 
 absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
@@ -36,9 +32,8 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
     return absl::InvalidArgumentError(fmt::format("export '{}': num-queues {} exceeds {}",
                                                   options.id, fuse_options.num_queues, kMaxQueues));
   }
-  if (absl::Status status = CheckCpusAllowed(fuse_options.queue_cpus); !status.ok()) {
-    return Annotate(options.id, absl::InvalidArgumentError(
-                                    fmt::format("queue-cpus: {}", std::string(status.message()))));
+  if (absl::Status status = CheckQueueCpus(fuse_options.queue_cpus); !status.ok()) {
+    return Annotate(options.id, status);
   }
   uint32_t queue_count = fuse_options.num_queues;
   if (queue_count == 0) {
@@ -78,9 +73,7 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
   log::Info("export '{}': node '{}' mounted on '{}' ({}, {} queue{}{}{})", options.id,
             fuse_export->node()->node_name(), fuse_export->mountpoint_,
             options.writable ? "writable" : "read-only", queue_count, queue_count == 1 ? "" : "s",
-            fuse_options.queue_cpus.empty()
-                ? ""
-                : fmt::format(" on CPUs {}", FormatCpuList(fuse_options.queue_cpus)),
+            DescribeQueueCpus(fuse_options.queue_cpus),
             fuse_export->mount_.allow_other() ? ", allow_other" : "");
   return fuse_export;
 }
@@ -100,8 +93,8 @@ FuseExport::~FuseExport() { Stop(); }
 absl::Status FuseExport::StartQueues(std::vector<UniqueFd> devices, const std::vector<int>& cpus) {
   queues_.reserve(devices.size());
   for (uint32_t i = 0; i < devices.size(); ++i) {
-    absl::StatusOr<std::unique_ptr<FuseQueueThread>> queue = FuseQueueThread::Create(
-        i, id(), session_, std::move(devices[i]), cpus.empty() ? -1 : QueueCpu(cpus, i));
+    absl::StatusOr<std::unique_ptr<FuseQueueThread>> queue =
+        FuseQueueThread::Create(i, id(), session_, std::move(devices[i]), QueueCpu(cpus, i));
     if (!queue.ok()) return queue.status();
     queues_.push_back(std::move(*queue));
   }

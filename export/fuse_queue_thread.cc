@@ -144,17 +144,17 @@ absl::Status FuseQueueThread::SetUp() {
   }
   const int flags = ::fcntl(device_.get(), F_GETFL);
   if (flags < 0) {
-    return absl::InternalError(fmt::format("export '{}' queue {}: fcntl(F_GETFL) of /dev/fuse: {}",
-                                           export_id_, index_, std::strerror(errno)));
+    return Annotate(
+        absl::InternalError(fmt::format("fcntl(F_GETFL) of /dev/fuse: {}", std::strerror(errno))));
   }
   device_flags_ = flags & ~O_NONBLOCK;
   device_blocking_ = (flags & O_NONBLOCK) == 0;
   // The IoQueue belongs to the thread that uses it (its own libaio context, for example).
   absl::StatusOr<std::unique_ptr<block::IoQueue>> io_queue = session_->node().CreateQueue();
   if (!io_queue.ok()) {
-    return absl::Status(io_queue.status().code(),
-                        fmt::format("export '{}' queue {}: cannot create an I/O queue: {}",
-                                    export_id_, index_, std::string(io_queue.status().message())));
+    return Annotate(absl::Status(
+        io_queue.status().code(),
+        fmt::format("cannot create an I/O queue: {}", std::string(io_queue.status().message()))));
   }
   const int io_fd = (*io_queue)->event_fd();
   queue_ = std::make_unique<fuse::Queue>(session_, std::move(*io_queue), &OnReply, this);

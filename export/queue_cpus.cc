@@ -26,6 +26,8 @@ absl::Status Invalid(std::string_view text, std::string_view why) {
   return absl::InvalidArgumentError(fmt::format("'{}' is not a CPU list: {}", text, why));
 }
 
+}  // namespace
+
 std::vector<int> AllowedCpus() {
   std::vector<int> cpus;
   cpu_set_t set;
@@ -36,8 +38,6 @@ std::vector<int> AllowedCpus() {
   }
   return cpus;
 }
-
-}  // namespace
 
 absl::StatusOr<std::vector<int>> ParseCpuList(std::string_view text) {
   std::vector<int> cpus;
@@ -82,16 +82,20 @@ std::string FormatCpuList(const std::vector<int>& cpus) {
   return text;
 }
 
-absl::Status CheckCpusAllowed(const std::vector<int>& cpus) {
+absl::Status CheckQueueCpus(const std::vector<int>& cpus) {
   const std::vector<int> allowed = AllowedCpus();
   for (int cpu : cpus) {
     if (!std::binary_search(allowed.begin(), allowed.end(), cpu)) {
       return absl::InvalidArgumentError(
-          fmt::format("CPU {} is not one bexd may run on (allowed: {})", cpu,
+          fmt::format("queue-cpus: CPU {} is not one bexd may run on (allowed: {})", cpu,
                       allowed.empty() ? "unknown" : FormatCpuList(allowed)));
     }
   }
   return absl::OkStatus();
+}
+
+std::string DescribeQueueCpus(const std::vector<int>& cpus) {
+  return cpus.empty() ? "" : fmt::format(" on CPUs {}", FormatCpuList(cpus));
 }
 
 absl::Status PinCurrentThread(int cpu) {

@@ -52,9 +52,8 @@ absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
                                     "num-request-queues is %d, expected 1 to %d",
                                     vhost_options.num_request_queues, kMaxRequestQueues)));
   }
-  if (absl::Status status = CheckCpusAllowed(vhost_options.queue_cpus); !status.ok()) {
-    return Annotate(options.id, absl::InvalidArgumentError(
-                                    absl::StrFormat("queue-cpus: %s", status.message())));
+  if (absl::Status status = CheckQueueCpus(vhost_options.queue_cpus); !status.ok()) {
+    return Annotate(options.id, status);
   }
   fuse::SessionOptions session_options;
   session_options.writable = options.writable;
@@ -74,8 +73,7 @@ absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
     std::string name = i == 0 ? absl::StrFormat("export '%s' hiprio queue", options.id)
                               : absl::StrFormat("export '%s' request queue %d", options.id, i);
     // The hiprio queue carries only FORGET and INTERRUPT; it is left to the scheduler.
-    const int cpu =
-        i == 0 || vhost_options.queue_cpus.empty() ? -1 : QueueCpu(vhost_options.queue_cpus, i - 1);
+    const int cpu = i == 0 ? -1 : QueueCpu(vhost_options.queue_cpus, i - 1);
     absl::StatusOr<std::unique_ptr<VhostUserQueueWorker>> worker = VhostUserQueueWorker::Create(
         vhost_export->session_, std::move(name), "bexd-vhost-q" + std::to_string(i), cpu);
     if (!worker.ok()) return Annotate(options.id, worker.status());
@@ -94,9 +92,7 @@ absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
       options.id, vhost_export->node()->node_name(), vhost_export->socket_path_, vhost_export->tag_,
       vhost_export->session_->options().file_name, options.writable ? "writable" : "read-only",
       vhost_options.num_request_queues, vhost_options.num_request_queues == 1 ? "" : "s",
-      vhost_options.queue_cpus.empty()
-          ? ""
-          : fmt::format(" on CPUs {}", FormatCpuList(vhost_options.queue_cpus)));
+      DescribeQueueCpus(vhost_options.queue_cpus));
   return vhost_export;
 }
 

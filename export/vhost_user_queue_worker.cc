@@ -64,26 +64,30 @@ VhostUserQueueWorker::~VhostUserQueueWorker() {
 }
 
 void VhostUserQueueWorker::ThreadMain(std::shared_ptr<fuse::Session> session, int cpu) {
-  const absl::Status pinned = cpu >= 0 ? PinCurrentThread(cpu) : absl::OkStatus();
-  absl::StatusOr<std::unique_ptr<block::IoQueue>> io =
-      pinned.ok() ? session->node().CreateQueue() : pinned;
+  absl::Status setup = cpu >= 0 ? PinCurrentThread(cpu) : absl::OkStatus();
+  std::unique_ptr<block::IoQueue> io;
+  if (setup.ok()) {
+    absl::StatusOr<std::unique_ptr<block::IoQueue>> created = session->node().CreateQueue();
+    if (created.ok()) {
+      io = std::move(*created);
+    } else {
+      setup = absl::Status(
+          created.status().code(),
+          absl::StrFormat("cannot create an I/O queue: %s", created.status().message()));
+    }
+  }
   {
     std::lock_guard lock(mutex_);
-    if (!pinned.ok()) {
-      setup_error_ =
-          absl::Status(pinned.code(), absl::StrFormat("%s: %s", name_, pinned.message()));
-    } else if (io.ok()) {
+    if (setup.ok()) {
       queue_ =
-          std::make_unique<fuse::Queue>(std::move(session), std::move(*io), &OnRequestDone, this);
+          std::make_unique<fuse::Queue>(std::move(session), std::move(io), &OnRequestDone, this);
     } else {
-      setup_error_ = absl::Status(
-          io.status().code(),
-          absl::StrFormat("%s: cannot create an I/O queue: %s", name_, io.status().message()));
+      setup_error_ = absl::Status(setup.code(), absl::StrFormat("%s: %s", name_, setup.message()));
     }
     ready_ = true;
   }
   changed_.notify_all();
-  if (!io.ok()) return;
+  if (!setup.ok()) return;
 
   std::unique_lock lock(mutex_);
   for (;;) {

@@ -56,12 +56,12 @@ TEST(CpuListTest, FormatsRuns) {
 TEST(CpuListTest, ChecksCpusAgainstTheAffinityMask) {
   const std::vector<int> allowed = ProcessCpus();
   ASSERT_FALSE(allowed.empty());
-  EXPECT_TRUE(CheckCpusAllowed(allowed).ok());
+  EXPECT_TRUE(CheckQueueCpus(allowed).ok());
   const int forbidden = ForbiddenCpu();
-  absl::Status status = CheckCpusAllowed({allowed.front(), forbidden});
+  absl::Status status = CheckQueueCpus({allowed.front(), forbidden});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
-            "CPU " + std::to_string(forbidden) +
+            "queue-cpus: CPU " + std::to_string(forbidden) +
                 " is not one bexd may run on (allowed: " + FormatCpuList(allowed) + ")");
 }
 
