@@ -14,7 +14,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--reps N] [--runtime S] [--bexd PATH]" >&2; exit 2 ;;
   esac
 done
-[ -x "$bexd" ] || { echo "$0: no bexd at $bexd (build with perf/run.sh --dry-run or cmake)" >&2; exit 1; }
+[ -x "$bexd" ] || { echo "$0: no bexd at $bexd (perf/run.sh builds it; or cmake --build build-perf)" >&2; exit 1; }
 [ "$(nproc)" -ge 2 ] || { echo "$0: needs at least 2 CPUs" >&2; exit 1; }
 
 mnt=$(mktemp /tmp/bexd-pinning.XXXXXX)
