@@ -45,6 +45,10 @@ def parse_args(repo):
     parser.add_argument("--limit-responder", help="limit_responder binary (default: built)")
     parser.add_argument("--vhost-bench", help="vhost_bench binary (default: built)")
     parser.add_argument("--qsd", default="qemu-storage-daemon", help="qemu-storage-daemon binary")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="also measure bexd built at git revision REV (every bexd and vhost "
+                             "target gets a base- twin, and the report compares the two)")
+    parser.add_argument("--baseline-bexd", help="baseline bexd binary (instead of building REV)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the plan, time estimate and commands, run nothing")
     args = parser.parse_args()
@@ -71,6 +75,8 @@ def parse_args(repo):
         args.out = (os.path.join(args.build_dir, "quick", stamp) if args.quick else
                     os.path.join(repo, "perf", "results", stamp))
     args.image = args.image or os.path.join(args.build_dir, "bench.img")
+    if args.baseline_bexd and not args.baseline:
+        args.baseline = "given binary"
     return args
 
 
@@ -100,6 +106,17 @@ def find_binaries(args, repo):
             print(f"warning: {error}", file=sys.stderr)
     for system, path in wanted.items():
         binaries[system] = path or build.target_path(args.build_dir, cmake_targets[system])
+    if args.baseline:
+        binaries["base-bexd"] = args.baseline_bexd
+        if not args.baseline_bexd and not args.dry_run:
+            os.makedirs(args.out, exist_ok=True)
+            log = os.path.join(args.out, "build.log")
+            print(f"building bexd at {args.baseline} (log: {log})", flush=True)
+            try:
+                binaries["base-bexd"] = build.build_revision(repo, args.baseline, args.build_dir,
+                                                             log)
+            except build.BuildError as error:
+                sys.exit(f"error: {error}")
     usable = {system: bool(path and os.access(path, os.X_OK)) for system, path in binaries.items()}
     usable["vhost"] = usable["vhost"] and usable["bexd"]
     for system in ("bexd", "limit", "qsd", "vhost"):
@@ -146,7 +163,8 @@ class Run:
         self.binaries = binaries
         self.mountpoint = os.path.join(args.build_dir, "bench", "export")
         self.socket_path = os.path.join(args.build_dir, "bench", "vhost.sock")
-        self.targets = matrix.targets(args.system_list, args.driver_list, args.queue_list)
+        self.targets = matrix.targets(args.system_list, args.driver_list, args.queue_list,
+                                      baseline=bool(args.baseline))
         self.workloads = args.workload_list
         self.raw_rows = []
         self.memory_rows = []
@@ -158,6 +176,11 @@ class Run:
             "repetitions": args.reps,
             "runtime per cell": f"{args.runtime:g} s (+{args.ramp:g} s ramp)",
         }
+        if args.baseline:
+            commit = subprocess.run(["git", "-C", repo, "rev-parse", "--short", args.baseline],
+                                    capture_output=True, text=True).stdout.strip()
+            self.settings["baseline (base- targets)"] = (f"{args.baseline} ({commit})" if commit
+                                                         else args.baseline)
 
     def daemon_command(self, target):
         return systems.daemon_command(target, self.binaries, self.args.image, self.mountpoint,

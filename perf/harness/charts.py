@@ -112,6 +112,9 @@ def iops_by_queues(summary, driver, out_dir):
          lambda q: f"limit-q{q}" if driver == "null" else None),
         ("qsd", "QSD (1 queue)", "lines lw 2 dt 3", lambda q: f"qsd-{driver}"),
     ]
+    if any(t.baseline and t.driver == driver and _has_data(summary, t) for t in summary.targets):
+        series.append(("base", "bexd baseline", "linespoints lw 1 dt 4",
+                       lambda q: f"base-bexd-{driver}-q{q}"))
     return _by_queue_count(summary, out_dir, f"queues-{driver}", summary.workloads, queue_counts, series,
                            ("queues", "kIOPS", f"{driver} driver: IOPS by queue count (median)"))
 

@@ -29,14 +29,28 @@ class Target:
     system: str  # one of SYSTEMS; vhost is bexd's vhost-user-fs export driven by vhost_bench
     driver: str  # null or file; the limit responder counts as null (it serves zeroes)
     queues: int  # FUSE queues (vhost: request rings); 1 for systems without multi-queue FUSE
+    # bexd and vhost only: served by the baseline build (--baseline REV) instead of this tree's,
+    # to compare two versions of bexd in one run.
+    baseline: bool = False
 
     @property
     def name(self):
         if self.system == "limit":
             return f"limit-q{self.queues}"
         if self.system in ("bexd", "vhost"):
-            return f"{self.system}-{self.driver}-q{self.queues}"
+            prefix = "base-" if self.baseline else ""
+            return f"{prefix}{self.system}-{self.driver}-q{self.queues}"
         return f"{self.system}-{self.driver}"
+
+    @property
+    def current(self):
+        """The same target served by this tree's build (itself unless it is a baseline)."""
+        return Target(self.system, self.driver, self.queues)
+
+    @property
+    def base(self):
+        """The same target served by the baseline build."""
+        return Target(self.system, self.driver, self.queues, baseline=True)
 
     def runs(self, workload):
         """Whether `workload` applies: vhost_bench drives each ring from one thread, so it has no
@@ -58,8 +72,9 @@ def parse_workload(name):
     return Workload(parts[0], parts[1], int(parts[2][1:]))
 
 
-def targets(systems, drivers, queue_counts):
-    """All targets for the chosen systems, drivers and queue counts, in a stable order."""
+def targets(systems, drivers, queue_counts, baseline=False):
+    """All targets for the chosen systems, drivers and queue counts, in a stable order; with
+    `baseline`, every bexd and vhost target is followed by its baseline twin."""
     result = []
     for driver in drivers:
         if "limit" in systems and driver == "null":
@@ -68,8 +83,9 @@ def targets(systems, drivers, queue_counts):
             result.append(Target("qsd", driver, 1))
         if "native" in systems and driver == "file":
             result.append(Target("native", "file", 1))
-        if "bexd" in systems:
-            result += [Target("bexd", driver, q) for q in queue_counts]
-        if "vhost" in systems:
-            result += [Target("vhost", driver, q) for q in queue_counts]
+        for system in ("bexd", "vhost"):
+            if system in systems:
+                result += [Target(system, driver, q) for q in queue_counts]
+                if baseline:
+                    result += [Target(system, driver, q, baseline=True) for q in queue_counts]
     return result

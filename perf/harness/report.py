@@ -2,6 +2,8 @@
 
 import statistics
 
+from harness.matrix import Target
+
 RAW_COLUMNS = ["rep", "target", "system", "driver", "queues", "workload", "rw", "engine",
                "numjobs", "iops", "bw_kib", "lat_mean_us", "lat_p99_us", "daemon_cpu_pct",
                "daemon_cpu_us_per_io", "fio_usr_pct", "fio_sys_pct", "loadavg", "daemon_command",
@@ -10,7 +12,7 @@ RAW_COLUMNS = ["rep", "target", "system", "driver", "queues", "workload", "rw", 
 SUMMARY_COLUMNS = ["target", "system", "driver", "queues", "workload", "reps", "iops_median",
                    "iops_min", "iops_max", "spread_pct", "lat_mean_us_median",
                    "daemon_cpu_us_per_io_median", "vs_qsd", "vs_limit_same_queues", "vs_native",
-                   "vs_one_queue"]
+                   "vs_one_queue", "vs_base"]
 
 
 def write_tsv(path, columns, rows):
@@ -58,6 +60,7 @@ class Summary:
             refs.append(("limit", f"limit-q{target.queues}"))
         else:
             refs.append(("native", "native-file"))
+        refs.append(("base", target.base.name))
         return refs
 
     def rows(self):
@@ -77,8 +80,10 @@ class Summary:
                     else:
                         row["vs_native"] = _fmt_ratio(self.ratio(target, workload, "native-file"))
                 if target.system == "vhost":
-                    row["vs_one_queue"] = _fmt_ratio(
-                        self.ratio(target, workload, f"vhost-{target.driver}-q1"))
+                    one_queue = Target("vhost", target.driver, 1, target.baseline)
+                    row["vs_one_queue"] = _fmt_ratio(self.ratio(target, workload, one_queue.name))
+                if target.system in ("bexd", "vhost") and not target.baseline:
+                    row["vs_base"] = _fmt_ratio(self.ratio(target, workload, target.base.name))
                 rows.append(row)
         return rows
 
@@ -112,7 +117,7 @@ def _kiops(cell):
 
 def check_targets(summary):
     """[(description, verdict, failing cells)] for the issue 5 goals, over the cells measured."""
-    bexd = [t for t in summary.targets if t.system == "bexd"]
+    bexd = [t for t in summary.targets if t.system == "bexd" and not t.baseline]
     checks = []
 
     def check(description, targets, workload_filter, reference, minimum):
@@ -162,7 +167,29 @@ def check_targets(summary):
     verdict = "not measured" if compared == 0 else ("met" if not failing else "NOT met")
     checks.append((f"more queues never lose at QD1 (sync cells, q>1 vs q1; {compared} cells)",
                    verdict, failing))
+    checks.append(_check_against_baseline(summary))
     return checks
+
+
+def _check_against_baseline(summary):
+    """No cell of this tree's bexd below its baseline twin beyond both spreads: this tree's best
+    repetition below the baseline's worst."""
+    failing, compared = [], 0
+    for target in summary.targets:
+        if target.system not in ("bexd", "vhost") or target.baseline:
+            continue
+        for workload in summary.workloads:
+            mine = summary.cells.get((target.name, workload.name))
+            base = summary.cells.get((target.base.name, workload.name))
+            if mine is None or base is None:
+                continue
+            compared += 1
+            if mine["iops_max"] < base["iops_min"]:
+                failing.append(f"{target.name} {workload.name} "
+                               f"({mine['iops_median'] / base['iops_median']:.2f}× of base)")
+    verdict = "not measured" if compared == 0 else ("met" if not failing else "NOT met")
+    return (f"no cell below the baseline build beyond the spread of both ({compared} cells)",
+            verdict, failing)
 
 
 # --- markdown ----------------------------------------------------------------------------------
@@ -182,7 +209,7 @@ def markdown(summary, facts, settings, memory_rows, chart_files):
     lines += _vhost_table(summary)
     lines += _cpu_table(summary)
     lines += _memory_table(memory_rows)
-    lines += ["## Issue 5 targets", ""]
+    lines += ["## Goals", ""]
     checks = check_targets(summary)
     for description, verdict, failing in checks:
         lines.append(f"- **{verdict}** — {description}")
@@ -201,7 +228,7 @@ def _driver_table(summary, driver):
     targets = [t for t in summary.targets if t.driver == driver and t.system != "vhost"]
     if not targets:
         return []
-    bexd = [t for t in targets if t.system == "bexd"]
+    bexd = [t for t in targets if t.system == "bexd" and not t.baseline]
     ratio_columns = []
     for target in bexd:
         for label, reference in summary.references(target):
@@ -226,9 +253,11 @@ def _vhost_table(summary):
     if not targets:
         return []
     workloads = [w for w in summary.workloads if targets[0].runs(w)]
-    ratio_columns = [t for t in targets if t.queues != 1]
-    header = (["workload"] + [t.name for t in targets] +
-              [f"{t.driver} q{t.queues}/q1" for t in ratio_columns])
+    ratio_columns = [(f"{t.driver} q{t.queues}/q1", t, Target("vhost", t.driver, 1).name)
+                     for t in targets if t.queues != 1 and not t.baseline]
+    ratio_columns += [(f"{t.driver} q{t.queues}/base", t, t.base.name)
+                      for t in targets if not t.baseline and t.base in targets]
+    header = ["workload"] + [t.name for t in targets] + [c[0] for c in ratio_columns]
     lines = ["## vhost-user-fs export (requests/s through the test frontend)", "",
              "vhost_bench (perf/vhost_bench.cc) plays QEMU and the guest driver: one thread per "
              "request ring, aio = 16 requests in flight per ring, sync = 1; no guest kernel, so "
@@ -237,8 +266,8 @@ def _vhost_table(summary):
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for workload in workloads:
         cells = [_kiops(summary.cells.get((t.name, workload.name))) for t in targets]
-        for target in ratio_columns:
-            ratio = summary.ratio(target, workload, f"vhost-{target.driver}-q1")
+        for _, target, reference in ratio_columns:
+            ratio = summary.ratio(target, workload, reference)
             cells.append("–" if ratio is None else f"{ratio:.2f}")
         lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
     lines.append("")

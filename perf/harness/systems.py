@@ -35,7 +35,8 @@ def daemon_command(target, binaries, image, mountpoint, size, socket_path):
         else:
             export = (f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable=on,"
                       f"num-queues={target.queues}")
-        return [binaries["bexd"], "--blockdev", node, "--export", export]
+        bexd = binaries["base-bexd" if target.baseline else "bexd"]
+        return [bexd, "--blockdev", node, "--export", export]
     if target.system == "qsd":
         # QSD 7.2 has one FUSE queue; it does accept an iothread for the export, which moves the
         # request handling off the main loop.
