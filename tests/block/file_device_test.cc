@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,83 +113,88 @@ TEST(FileDevice, IoErrorsAreReportedAndTheQueueKeepsWorking) {
 // fsyncgate: a node without O_DIRECT on a loop device over the failing image writes into the
 // device's page cache. When writeback fails, fdatasync reports EIO once and succeeds from then
 // on, while the disk keeps the old data. The node must fail every later flush, on every queue.
-TEST(FileDevice, FailedFlushStaysFailedUntilReopened) {
-  for (AioMode aio : {AioMode::kNative, AioMode::kThreads}) {
-    SCOPED_TRACE(aio == AioMode::kNative ? "aio=native" : "aio=threads");
-    testing::ScratchDir dir;
-    FailingDisk disk(dir.path(), 16 << 20);
-    if (!disk.ok()) GTEST_SKIP() << disk.why_not();
-    LoopDevice loop(disk.path());
-    if (loop.path().empty()) GTEST_SKIP() << "losetup is not available (needs root and loop)";
-    const std::vector<unsigned char> old_data = Pattern(4096, 5);
-    const std::vector<unsigned char> new_data = Pattern(4096, 6);
-    {
-      auto node = testing::OpenFileOrFail(loop.path(), aio, /*direct=*/false);
-      ASSERT_NE(node, nullptr);
-      auto queue = testing::MakeQueue(*node);
-      auto other_queue = testing::MakeQueue(*node);
-      EXPECT_EQ(WriteAt(*queue, old_data.data(), 4096, 0), 4096);
-      EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
-      EXPECT_EQ(WriteAt(*queue, new_data.data(), 4096, 0), 4096);
-
-      disk.SetFailing(true);
-      EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), -EIO);
-      disk.SetFailing(false);
-      // The premise: the new data never reached the disk.
-      EXPECT_EQ(testing::ReadFile(disk.path(), 0, 4096), old_data);
-      EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), -EIO);
-      EXPECT_EQ(RunOne(*other_queue, IoOp::kFlush, 0, 0), -EIO);
-      EXPECT_EQ(node->flush_error(), EIO);
-
-      // The flush still runs: what is written later reaches the disk, yet the flush fails.
-      const std::vector<unsigned char> later = Pattern(4096, 7);
-      EXPECT_EQ(WriteAt(*other_queue, later.data(), 4096, 8192), 4096);
-      EXPECT_EQ(RunOne(*other_queue, IoOp::kFlush, 0, 0), -EIO);
-      EXPECT_EQ(testing::ReadFile(disk.path(), 8192, 4096), later);
-    }
-    auto reopened = testing::OpenFileOrFail(loop.path(), aio, /*direct=*/false);
-    ASSERT_NE(reopened, nullptr);
-    auto queue = testing::MakeQueue(*reopened);
-    EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
-    EXPECT_EQ(reopened->flush_error(), 0);
+class FailingWriteback : public ::testing::TestWithParam<AioMode> {
+ protected:
+  void SetUp() override {
+    disk_.emplace(dir_.path(), 16 << 20);
+    if (!disk_->ok()) GTEST_SKIP() << disk_->why_not();
+    loop_.emplace(disk_->path());
+    if (loop_->path().empty()) GTEST_SKIP() << "losetup is not available (needs root and loop)";
   }
+  std::shared_ptr<BlockNode> Open(bool direct) const {
+    return testing::OpenFileOrFail(loop_->path(), GetParam(), direct);
+  }
+  // The disk's bytes, past the loop device's cache.
+  std::vector<unsigned char> OnDisk(uint64_t offset, uint64_t length) const {
+    return testing::ReadFile(disk_->path(), offset, length);
+  }
+
+  testing::ScratchDir dir_;
+  std::optional<FailingDisk> disk_;
+  std::optional<LoopDevice> loop_;  // declared last: detached before the disk goes
+};
+
+INSTANTIATE_TEST_SUITE_P(Aio, FailingWriteback,
+                         ::testing::Values(AioMode::kNative, AioMode::kThreads),
+                         [](const ::testing::TestParamInfo<AioMode>& info) {
+                           return info.param == AioMode::kNative ? "native" : "threads";
+                         });
+
+TEST_P(FailingWriteback, FailedFlushStaysFailedUntilReopened) {
+  const std::vector<unsigned char> old_data = Pattern(4096, 5);
+  const std::vector<unsigned char> new_data = Pattern(4096, 6);
+  {
+    auto node = Open(/*direct=*/false);
+    ASSERT_NE(node, nullptr);
+    auto queue = testing::MakeQueue(*node);
+    auto other_queue = testing::MakeQueue(*node);
+    EXPECT_EQ(WriteAt(*queue, old_data.data(), 4096, 0), 4096);
+    EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+    EXPECT_EQ(WriteAt(*queue, new_data.data(), 4096, 0), 4096);
+
+    disk_->SetFailing(true);
+    EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), -EIO);
+    disk_->SetFailing(false);
+    EXPECT_EQ(OnDisk(0, 4096), old_data);  // the premise: the new data never reached the disk
+    EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), -EIO);
+    EXPECT_EQ(RunOne(*other_queue, IoOp::kFlush, 0, 0), -EIO);
+    EXPECT_EQ(node->flush_error(), EIO);
+
+    // The flush still runs: what is written later reaches the disk, yet the flush fails.
+    const std::vector<unsigned char> later = Pattern(4096, 7);
+    EXPECT_EQ(WriteAt(*other_queue, later.data(), 4096, 8192), 4096);
+    EXPECT_EQ(RunOne(*other_queue, IoOp::kFlush, 0, 0), -EIO);
+    EXPECT_EQ(OnDisk(8192, 4096), later);
+  }
+  auto reopened = Open(/*direct=*/false);
+  ASSERT_NE(reopened, nullptr);
+  auto queue = testing::MakeQueue(*reopened);
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  EXPECT_EQ(reopened->flush_error(), 0);
 }
 
 // A FUA write (RWF_DSYNC) syncs its range itself; when that writeback fails, the error is
 // consumed just as a failed fdatasync consumes it, so the node's flushes fail from then on.
-TEST(FileDevice, FailedFuaWriteMakesLaterFlushesFail) {
-  for (AioMode aio : {AioMode::kNative, AioMode::kThreads}) {
-    SCOPED_TRACE(aio == AioMode::kNative ? "aio=native" : "aio=threads");
-    testing::ScratchDir dir;
-    FailingDisk disk(dir.path(), 16 << 20);
-    if (!disk.ok()) GTEST_SKIP() << disk.why_not();
-    LoopDevice loop(disk.path());
-    if (loop.path().empty()) GTEST_SKIP() << "losetup is not available (needs root and loop)";
-    auto node = testing::OpenFileOrFail(loop.path(), aio, /*direct=*/false);
-    ASSERT_NE(node, nullptr);
-    auto queue = testing::MakeQueue(*node);
-    const std::vector<unsigned char> data = Pattern(4096, 8);
+TEST_P(FailingWriteback, FailedFuaWriteMakesLaterFlushesFail) {
+  auto node = Open(/*direct=*/false);
+  ASSERT_NE(node, nullptr);
+  auto queue = testing::MakeQueue(*node);
+  const std::vector<unsigned char> data = Pattern(4096, 8);
 
-    disk.SetFailing(true);
-    EXPECT_EQ(WriteAt(*queue, data.data(), 4096, 4096, kIoFua), -EIO);
-    disk.SetFailing(false);
-    EXPECT_EQ(testing::ReadFile(disk.path(), 4096, 4096), std::vector<unsigned char>(4096, 0));
-    EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), -EIO);
-    EXPECT_EQ(node->flush_error(), EIO);
-    // A FUA write that succeeds is durable by itself and reports success.
-    EXPECT_EQ(WriteAt(*queue, data.data(), 4096, 4096, kIoFua), 4096);
-    EXPECT_EQ(testing::ReadFile(disk.path(), 4096, 4096), data);
-  }
+  disk_->SetFailing(true);
+  EXPECT_EQ(WriteAt(*queue, data.data(), 4096, 4096, kIoFua), -EIO);
+  disk_->SetFailing(false);
+  EXPECT_EQ(OnDisk(4096, 4096), std::vector<unsigned char>(4096, 0));
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), -EIO);
+  EXPECT_EQ(node->flush_error(), EIO);
+  // A FUA write that succeeds is durable by itself and reports success.
+  EXPECT_EQ(WriteAt(*queue, data.data(), 4096, 4096, kIoFua), 4096);
+  EXPECT_EQ(OnDisk(4096, 4096), data);
 }
 
-// With O_DIRECT nothing waits in the page cache: a failed flush says nothing about later ones.
-TEST(FileDevice, FailuresDoNotStickWithDirectIo) {
-  testing::ScratchDir dir;
-  FailingDisk disk(dir.path(), 16 << 20);
-  if (!disk.ok()) GTEST_SKIP() << disk.why_not();
-  LoopDevice loop(disk.path());
-  if (loop.path().empty()) GTEST_SKIP() << "losetup is not available (needs root and loop)";
-  auto node = testing::OpenFileOrFail(loop.path(), AioMode::kThreads, /*direct=*/true);
+// With O_DIRECT nothing waits in the page cache: a failure says nothing about later flushes.
+TEST_P(FailingWriteback, FailuresDoNotStickWithDirectIo) {
+  auto node = Open(/*direct=*/true);
   ASSERT_NE(node, nullptr);
   auto queue = testing::MakeQueue(*node);
   void* memory = nullptr;
@@ -196,9 +202,9 @@ TEST(FileDevice, FailuresDoNotStickWithDirectIo) {
   std::unique_ptr<void, decltype(&free)> buffer(memory, free);
   std::memset(memory, 9, 4096);
 
-  disk.SetFailing(true);
+  disk_->SetFailing(true);
   EXPECT_EQ(WriteAt(*queue, memory, 4096, 0, kIoFua), -EIO);
-  disk.SetFailing(false);
+  disk_->SetFailing(false);
   EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
   EXPECT_EQ(node->flush_error(), 0);
 }

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,21 +85,32 @@ TEST_F(IoErrorTest, BackingFileErrorReachesTheClientAsEio) {
   exports_.clear();  // closes the backing file, so that the disk can unmount
 }
 
+// A loop device over a FailingDisk: a node without O_DIRECT on it writes into the device's page
+// cache, whose writeback fails while the disk fails.
+class FailedWritebackTest : public FuseExportTest {
+ protected:
+  void SetUp() override {
+    disk_.emplace(scratch_.path(), kDiskBytes);
+    ASSERT_TRUE(disk_->ok()) << disk_->why_not();
+    loop_.emplace(disk_->path());
+    if (loop_->path().empty()) GTEST_SKIP() << "losetup is not available (needs root and loop)";
+  }
+
+  // Destroyed after TearDown() has stopped the exports, so nothing holds the loop device.
+  std::optional<FailingDisk> disk_;
+  std::optional<LoopDevice> loop_;  // declared last: detached before the disk goes
+};
+
 // One writer, through the daemon's own QMP commands: the fsync that meets the failed writeback
 // fails, and so does every fsync after it, although the disk works again; the node's query says
 // why.
-TEST_F(IoErrorTest, FailedFsyncStaysFailedAndTheNodeSaysSo) {
-  FailingDisk disk(scratch_.path(), kDiskBytes);
-  ASSERT_TRUE(disk.ok()) << disk.why_not();
-  LoopDevice loop(disk.path());
-  if (loop.path().empty()) GTEST_SKIP() << "losetup is not available (needs root and loop)";
+TEST_F(FailedWritebackTest, FailedFsyncStaysFailedAndTheNodeSaysSo) {
   const std::string mountpoint = MakeMountpoint();
   cli::Daemon daemon({});
   cli::QmpCommands qmp(&daemon);
-  // cache.direct is off by default: the node writes into the loop device's page cache. The
-  // daemon is declared after the loop device, so it lets go of it first.
+  // cache.direct is off by default: the node writes into the loop device's page cache.
   ASSERT_EQ(Execute(qmp, "blockdev-add",
-                    {{"driver", "file"}, {"node-name", "disk0"}, {"filename", loop.path()}}),
+                    {{"driver", "file"}, {"node-name", "disk0"}, {"filename", loop_->path()}}),
             json({{"return", json::object()}}));
   ASSERT_EQ(Execute(qmp, "block-export-add",
                     {{"type", "fuse"},
@@ -114,29 +126,25 @@ TEST_F(IoErrorTest, FailedFsyncStaysFailedAndTheNodeSaysSo) {
   EXPECT_FALSE(Execute(qmp, "query-named-block-nodes")["return"][0].contains("flush-error"));
   WriteBlock(fd, 0, 2);
 
-  disk.SetFailing(true);
+  disk_->SetFailing(true);
   EXPECT_EQ(FsyncError(fd), EIO);
-  disk.SetFailing(false);
+  disk_->SetFailing(false);
   EXPECT_EQ(FsyncError(fd), EIO);
   WriteBlock(fd, 4096, 3);
   EXPECT_EQ(FsyncError(fd), EIO);
   const json nodes = Execute(qmp, "query-named-block-nodes")["return"];
   ASSERT_EQ(nodes.size(), 1u);
-  EXPECT_EQ(nodes[0]["flush-error"], std::strerror(EIO)) << nodes.dump();
+  EXPECT_EQ(nodes[0].value("flush-error", ""), std::string(std::strerror(EIO))) << nodes.dump();
   ::close(fd);
 }
 
 // Two writers (two open file descriptions): once the first writer's fsync has failed, the
 // second writer's fsync fails too, for its own writes as well. So does the flush an export
 // makes when it stops.
-TEST_F(IoErrorTest, SecondWritersFsyncFailsAfterTheFirstOnesFailed) {
-  FailingDisk disk(scratch_.path(), kDiskBytes);
-  ASSERT_TRUE(disk.ok()) << disk.why_not();
-  LoopDevice loop(disk.path());
-  if (loop.path().empty()) GTEST_SKIP() << "losetup is not available (needs root and loop)";
+TEST_F(FailedWritebackTest, SecondWritersFsyncFailsAfterTheFirstOnesFailed) {
   const std::string mountpoint = MakeMountpoint();
   std::shared_ptr<block::BlockNode> node =
-      OpenFileNode(loop.path(), false, false, block::AioMode::kThreads);
+      OpenFileNode(loop_->path(), false, false, block::AioMode::kThreads);
   ASSERT_NE(node, nullptr);
   ASSERT_NE(Start(FuseOptions(mountpoint, true, 2), node), nullptr);
   const int first = ::open(mountpoint.c_str(), O_RDWR);
@@ -150,9 +158,9 @@ TEST_F(IoErrorTest, SecondWritersFsyncFailsAfterTheFirstOnesFailed) {
   WriteBlock(first, 0, 2);
   WriteBlock(second, 65536, 2);
 
-  disk.SetFailing(true);
+  disk_->SetFailing(true);
   EXPECT_EQ(FsyncError(first), EIO);
-  disk.SetFailing(false);
+  disk_->SetFailing(false);
   EXPECT_EQ(FsyncError(second), EIO);
   WriteBlock(second, 65536 + 4096, 3);
   EXPECT_EQ(FsyncError(second), EIO);
@@ -160,10 +168,9 @@ TEST_F(IoErrorTest, SecondWritersFsyncFailsAfterTheFirstOnesFailed) {
   EXPECT_EQ(node->flush_error(), EIO);
   ::close(first);
   ::close(second);
-  exports_.clear();  // stops the export (its flush fails and is logged), closes the loop device
+  // What an export's Stop() does after its last request (it logs the failure).
   absl::Status stop_flush = FlushNode(*node);
   EXPECT_EQ(stop_flush.code(), absl::StatusCode::kDataLoss) << stop_flush;
-  node.reset();
 }
 
 }  // namespace
