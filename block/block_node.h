@@ -49,6 +49,9 @@ class BlockNode {
   virtual absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() = 0;
   // A one-line description for logs and query-named-block-nodes (e.g. the file name).
   virtual std::string description() const = 0;
+  // The errno of the failed flush that makes every flush of this node fail from then on (the
+  // file driver without O_DIRECT: its page cache can no longer be trusted), or 0. Any thread.
+  virtual int flush_error() const { return 0; }
 
  protected:
   explicit BlockNode(std::string node_name) : node_name_(std::move(node_name)) {}

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <variant>
@@ -223,7 +224,7 @@ json Daemon::NamedBlockNodes() const {
   for (const LiveNode& live : nodes_) {
     const block::BlockNode& node = *live.node;
     const auto* file = std::get_if<block::FileOptions>(&live.options.driver);
-    nodes.push_back({
+    json entry = {
         {"node-name", node.node_name()},
         {"drv", file != nullptr ? "file" : "null-co"},
         {"ro", node.read_only()},
@@ -236,7 +237,9 @@ json Daemon::NamedBlockNodes() const {
          {{"writeback", true},
           {"direct", file != nullptr && file->cache_direct},
           {"no-flush", file != nullptr && file->cache_no_flush}}},
-    });
+    };
+    if (int error = node.flush_error(); error != 0) entry["flush-error"] = std::strerror(error);
+    nodes.push_back(std::move(entry));
   }
   return nodes;
 }
