@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -19,6 +18,7 @@
 
 #include "tests/block/file_fixture.h"
 #include "tests/block/queue_runner.h"
+#include "tests/support/loop_device.h"
 
 extern char** environ;
 
@@ -30,19 +30,6 @@ using testing::ReadAt;
 using testing::RunOne;
 using testing::WriteAt;
 
-// First line of a command's output, or "" if it failed.
-std::string Capture(const std::string& command) {
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return "";
-  char line[512] = {};
-  bool got = fgets(line, sizeof(line), pipe) != nullptr;
-  int status = pclose(pipe);
-  if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return "";
-  std::string text(line);
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  return text;
-}
-
 bool WaitFor(const std::function<bool()>& ready, int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (!ready()) {
@@ -52,24 +39,11 @@ bool WaitFor(const std::function<bool()>& ready, int timeout_ms) {
   return true;
 }
 
-class LoopDevice {
- public:
-  explicit LoopDevice(const std::string& backing)
-      : path_(Capture("losetup -f --show '" + backing + "' 2>/dev/null")) {}
-  ~LoopDevice() {
-    if (!path_.empty()) testing::Shell("losetup -d " + path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 TEST(FileDevice, LoopDevice) {
   testing::ScratchDir dir;
   constexpr uint64_t kSize = 16 << 20;
   std::string backing = dir.CreateFile("backing", kSize);
-  LoopDevice loop(backing);
+  bexd::testing::LoopDevice loop(backing);
   if (loop.path().empty()) GTEST_SKIP() << "losetup is not available (needs root and loop)";
   for (AioMode aio : {AioMode::kNative, AioMode::kThreads}) {
     auto node = testing::OpenFileOrFail(loop.path(), aio, true, DiscardMode::kUnmap);

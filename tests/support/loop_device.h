@@ -1,0 +1,23 @@
+// A loop device over a file, set up with losetup for one test and detached afterwards.
+#pragma once
+
+#include <string>
+
+namespace bexd::testing {
+
+class LoopDevice {
+ public:
+  // Attaches `backing` to a free loop device; path() is empty if that failed (no root, no loop
+  // support, no losetup), for the test to skip.
+  explicit LoopDevice(const std::string& backing);
+  ~LoopDevice();
+  LoopDevice(const LoopDevice&) = delete;
+  LoopDevice& operator=(const LoopDevice&) = delete;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace bexd::testing
