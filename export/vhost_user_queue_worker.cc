@@ -258,8 +258,8 @@ void VhostUserQueueWorker::Serve() {
     WaitForEvents();
   }
   Drain();
-  // A ring without its kick fd stays stopped until the socket thread ends the run (a new kick fd
-  // or GET_VRING_BASE).
+  // A ring without its kick fd stays stopped until the socket thread ends the run (any message
+  // for the ring does; the device then waits for a new kick fd before starting it again).
   while (!loop_->stop_requested()) WaitForEvents();
 }
 
