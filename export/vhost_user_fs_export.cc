@@ -15,6 +15,7 @@
 #include "export/queue_cpus.h"
 #include "export/vhost_user_channel.h"
 #include "util/log.h"
+#include "util/rate_limit.h"
 
 namespace bexd::exp {
 namespace {
@@ -158,12 +159,17 @@ void VhostUserFsExport::Accept() {
     if (!ServeMessage()) Disconnect();
   }
   UniqueFd connection(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  // Whoever can reach the socket can connect: every line here is rate-limited.
   if (!connection) {
-    log::Warn("export '{}': accept: {}", id(), strerror(errno));
+    static log::RateLimit accept_limit;
+    log::Limited(accept_limit, log::Level::kWarn, "export '{}': accept: {}", id(), strerror(errno));
   } else if (connection_fd_) {
-    log::Warn("export '{}': refusing a second frontend while one is connected", id());
+    static log::RateLimit second_limit;
+    log::Limited(second_limit, log::Level::kWarn,
+                 "export '{}': refusing a second frontend while one is connected", id());
   } else {
-    log::Info("export '{}': frontend connected", id());
+    static log::RateLimit connected_limit;
+    log::Limited(connected_limit, log::Level::kInfo, "export '{}': frontend connected", id());
     connection_fd_ = std::move(connection);
     connected_.store(true, std::memory_order_relaxed);
   }
@@ -173,13 +179,18 @@ bool VhostUserFsExport::ServeMessage() {
   vhost::Message message;
   absl::Status status = vhost::ReceiveMessage(connection_fd_.get(), stop_fd_.get(), &message);
   if (absl::IsCancelled(status)) return false;
+  // The frontend is untrusted: every line it can cause is rate-limited.
   if (absl::IsUnavailable(status)) {
-    log::Info("export '{}': frontend disconnected ({})", id(), std::string(status.message()));
+    static log::RateLimit disconnected_limit;
+    log::Limited(disconnected_limit, log::Level::kInfo, "export '{}': frontend disconnected ({})",
+                 id(), std::string(status.message()));
     return false;
   }
   if (!status.ok()) {
-    log::Warn("export '{}': closing the frontend connection: {}", id(),
-              std::string(status.message()));
+    static log::RateLimit malformed_limit;
+    log::Limited(malformed_limit, log::Level::kWarn,
+                 "export '{}': closing the frontend connection: {}", id(),
+                 std::string(status.message()));
     return false;
   }
   VhostUserDevice::Reply reply;
@@ -188,13 +199,17 @@ bool VhostUserFsExport::ServeMessage() {
     absl::Status sent = vhost::SendMessage(connection_fd_.get(), stop_fd_.get(), reply.header,
                                            reply.payload, reply.header.size);
     if (!sent.ok()) {
-      log::Info("export '{}': cannot reply to the frontend: {}", id(), std::string(sent.message()));
+      static log::RateLimit reply_limit;
+      log::Limited(reply_limit, log::Level::kInfo, "export '{}': cannot reply to the frontend: {}",
+                   id(), std::string(sent.message()));
       return false;
     }
   }
   if (!status.ok()) {
     // With a negative acknowledgement sent the frontend knows and may go on.
-    log::Warn("{}{}", std::string(status.message()), reply.send ? "" : "; closing the connection");
+    static log::RateLimit refused_limit;
+    log::Limited(refused_limit, log::Level::kWarn, "{}{}", std::string(status.message()),
+                 reply.send ? "" : "; closing the connection");
     return reply.send;
   }
   return true;
@@ -205,7 +220,9 @@ void VhostUserFsExport::Disconnect() {
   device_->Reset();
   connection_fd_.Reset();
   connected_.store(false, std::memory_order_relaxed);
-  log::Info("export '{}': rings stopped, guest memory unmapped; waiting for a frontend", id());
+  static log::RateLimit stopped_limit;
+  log::Limited(stopped_limit, log::Level::kInfo,
+               "export '{}': rings stopped, guest memory unmapped; waiting for a frontend", id());
 }
 
 void VhostUserFsExport::Stop() {

@@ -6,20 +6,30 @@
 #include <cstdlib>
 
 namespace bexd::testing {
+namespace {
 
-LoopDevice::LoopDevice(const std::string& backing) {
-  FILE* pipe = ::popen(("losetup -f --show '" + backing + "' 2>/dev/null").c_str(), "r");
-  if (pipe == nullptr) return;
-  char line[256] = {};
-  const bool got = std::fgets(line, sizeof(line), pipe) != nullptr;
-  const int status = ::pclose(pipe);
-  if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return;
-  path_ = line;
-  while (!path_.empty() && (path_.back() == '\n' || path_.back() == '\r')) path_.pop_back();
+// First line of a command's output, or "" if it failed.
+std::string Capture(const std::string& command) {
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return "";
+  char line[512] = {};
+  bool got = ::fgets(line, sizeof(line), pipe) != nullptr;
+  int status = ::pclose(pipe);
+  if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return "";
+  std::string text(line);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
 }
 
+}  // namespace
+
+LoopDevice::LoopDevice(const std::string& backing)
+    : path_(Capture("losetup -f --show '" + backing + "' 2>/dev/null")) {}
+
 LoopDevice::~LoopDevice() {
-  if (!path_.empty()) std::system(("losetup -d " + path_ + " 2>/dev/null").c_str());
+  if (path_.empty()) return;
+  // Best effort: a failure leaves a loop device behind, not a wrong test result.
+  [[maybe_unused]] int status = std::system(("losetup -d " + path_ + " 2>/dev/null").c_str());
 }
 
 }  // namespace bexd::testing

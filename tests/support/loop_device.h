@@ -1,5 +1,5 @@
-// A loop device attached to a file for the lifetime of the object (needs root and the loop
-// driver). Buffered, not direct I/O: the file's own cache and errors show through.
+// A loop device over a file, set up with losetup for one test and detached afterwards (needs root
+// and the loop driver). Buffered, not direct I/O: the file's own cache and errors show through.
 #pragma once
 
 #include <string>
@@ -8,13 +8,13 @@ namespace bexd::testing {
 
 class LoopDevice {
  public:
+  // Attaches `backing` to a free loop device; path() is empty if that failed (no root, no loop
+  // support, no losetup), for the test to skip.
   explicit LoopDevice(const std::string& backing);
-  // Detaches the device; if it is still open, the kernel detaches it at the last close.
   ~LoopDevice();
   LoopDevice(const LoopDevice&) = delete;
   LoopDevice& operator=(const LoopDevice&) = delete;
 
-  // /dev/loopN, or "" if losetup failed.
   const std::string& path() const { return path_; }
 
  private:
