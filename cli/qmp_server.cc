@@ -1,5 +1,6 @@
 #include "cli/qmp_server.h"
 
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -8,11 +9,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "cli/json_text.h"
 #include "util/log.h"
+#include "util/rate_limit.h"
 
 namespace bexd::cli {
 namespace {
@@ -21,6 +24,23 @@ constexpr uint32_t kReadEvents = EPOLLIN | EPOLLRDHUP;
 constexpr size_t kReadChunk = 64 * 1024;
 // Bytes read from one client per wake-up, so one busy client cannot starve the others.
 constexpr size_t kReadBudget = 1 << 20;
+
+// Every line a client can cause goes through a rate limit of its own (util/rate_limit.h).
+log::RateLimit connected_log;
+log::RateLimit dropped_log;
+log::RateLimit refused_log;
+log::RateLimit accept_log;
+log::RateLimit out_of_descriptors_log;
+
+int OpenSpareDescriptor() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
+
+// Sends one error line to a connection that will not be served and closes it; the socket is new,
+// so the line fits in its buffer.
+void Refuse(int fd, bool pretty, std::string_view desc) {
+  std::string line = DumpJson(QmpError("GenericError", desc), pretty) + "\r\n";
+  [[maybe_unused]] ssize_t n = ::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::close(fd);
+}
 
 absl::Status SocketError(const std::string& path, std::string_view what) {
   return absl::InvalidArgumentError(
@@ -52,6 +72,9 @@ absl::Status ClearStaleSocket(const sockaddr_un& address, const std::string& pat
 
 }  // namespace
 
+QmpServer::QmpServer(EventLoop* loop, QmpCommands* commands)
+    : loop_(loop), commands_(commands), spare_fd_(OpenSpareDescriptor()) {}
+
 QmpServer::~QmpServer() {
   for (Client& client : clients_) {
     if (client.fd >= 0) {
@@ -64,6 +87,7 @@ QmpServer::~QmpServer() {
     ::close(listener.fd);
     ::unlink(listener.path.c_str());
   }
+  if (spare_fd_ >= 0) ::close(spare_fd_);
 }
 
 absl::Status QmpServer::Listen(const std::string& path, bool pretty) {
@@ -100,11 +124,27 @@ void QmpServer::Accept(const Listener& listener) {
   for (;;) {
     int fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
-        log::Warn("QMP monitor {}: accept: {}", listener.path, std::strerror(errno));
-      }
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;
+      if (errno == EMFILE || errno == ENFILE) {
+        log::Limited(out_of_descriptors_log, log::Level::kWarn,
+                     "QMP monitor {}: out of file descriptors ({}); refusing new clients",
+                     listener.path, std::strerror(errno));
+        if (RefuseWithSpareDescriptor(listener)) continue;
+        break;
+      }
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        log::Limited(accept_log, log::Level::kWarn, "QMP monitor {}: accept: {}", listener.path,
+                     std::strerror(errno));
+      }
+      break;
+    }
+    if (connected_ >= kMaxClients) {
+      log::Limited(refused_log, log::Level::kWarn,
+                   "QMP monitor {}: refused a client: {} clients are connected already",
+                   listener.path, kMaxClients);
+      Refuse(fd, listener.pretty,
+             fmt::format("too many QMP clients (at most {}); closing the connection", kMaxClients));
+      continue;
     }
     Client& client = clients_.emplace_back();
     client.fd = fd;
@@ -112,18 +152,53 @@ void QmpServer::Accept(const Listener& listener) {
     Client* pointer = &client;
     absl::Status status = loop_->Add(fd, kReadEvents, [this, pointer](uint32_t events) {
       OnClientEvent(pointer, events);
-      std::erase_if(clients_, [](const Client& c) { return c.fd < 0; });
+      ForgetDroppedClients();
     });
     if (!status.ok()) {
-      log::Warn("QMP monitor {}: {}", listener.path, status.ToString());
+      log::Limited(accept_log, log::Level::kWarn, "QMP monitor {}: {}", listener.path,
+                   status.ToString());
       ::close(fd);
       clients_.pop_back();
       continue;
     }
-    log::Debug("QMP client connected on {}", listener.path);
+    client.events = kReadEvents;
+    ++connected_;
+    log::Limited(connected_log, log::Level::kDebug, "QMP client connected on {}", listener.path);
     Send(&client, QmpGreeting());
   }
   ForgetDroppedClients();
+}
+
+bool QmpServer::RefuseWithSpareDescriptor(const Listener& listener) {
+  int fd = -1;
+  if (spare_fd_ >= 0) {
+    ::close(spare_fd_);
+    fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      Refuse(fd, listener.pretty, "bexd is out of file descriptors; closing the connection");
+    }
+    spare_fd_ = OpenSpareDescriptor();
+  }
+  if (spare_fd_ < 0) {
+    // Another thread took the descriptor: stop polling the listeners until a client leaves.
+    PauseListeners();
+    return false;
+  }
+  return fd >= 0;
+}
+
+void QmpServer::PauseListeners() {
+  if (listeners_paused_) return;
+  listeners_paused_ = true;
+  for (const Listener& listener : listeners_) (void)loop_->Modify(listener.fd, 0);
+}
+
+void QmpServer::ResumeListeners() {
+  if (!listeners_paused_) return;
+  if (spare_fd_ < 0) spare_fd_ = OpenSpareDescriptor();
+  if (spare_fd_ < 0) return;
+  listeners_paused_ = false;
+  for (const Listener& listener : listeners_) (void)loop_->Modify(listener.fd, EPOLLIN);
 }
 
 void QmpServer::ForgetDroppedClients() {
@@ -131,24 +206,14 @@ void QmpServer::ForgetDroppedClients() {
 }
 
 void QmpServer::OnClientEvent(Client* client, uint32_t events) {
-  if (events & EPOLLOUT) {
-    if (!Flush(client)) return;
-  }
-  if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
+  if ((events & EPOLLOUT) && !Flush(client)) return;
   bool end_of_stream = false;
-  char buffer[kReadChunk];
-  for (size_t total = 0; total < kReadBudget;) {
-    ssize_t n = ::read(client->fd, buffer, sizeof(buffer));
-    if (n > 0) {
-      client->input.Append(std::string_view(buffer, n));
-      total += n;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    end_of_stream = true;  // EOF or a connection error
-    break;
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+    // While its replies are backed up the client is not read, yet a hang-up must end it.
+    end_of_stream =
+        client->events & EPOLLIN ? ReadInput(client) : (events & (EPOLLHUP | EPOLLERR)) != 0;
   }
+  // Requests left unhandled while the replies were backed up.
   HandleInput(client);
   if (client->fd >= 0 && end_of_stream) {
     Flush(client);
@@ -156,23 +221,59 @@ void QmpServer::OnClientEvent(Client* client, uint32_t events) {
   }
 }
 
+bool QmpServer::ReadInput(Client* client) {
+  char buffer[kReadChunk];
+  for (size_t total = 0; total < kReadBudget && client->fd >= 0;) {
+    if (client->output.size() >= kOutputHighWater) return false;
+    ssize_t n = ::read(client->fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      client->input.Append(std::string_view(buffer, n));
+      total += n;
+      HandleInput(client);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+    return true;  // EOF or a connection error
+  }
+  return false;
+}
+
 void QmpServer::HandleInput(Client* client) {
-  while (client->fd >= 0) {
-    std::optional<std::string> document = client->input.Next();
-    if (!document) break;
-    absl::StatusOr<nlohmann::json> request = ParseJsonText(*document);
+  while (client->fd >= 0 && client->output.size() < kOutputHighWater) {
+    std::optional<absl::StatusOr<std::string>> message = client->input.Next();
+    if (!message) break;
+    absl::StatusOr<nlohmann::json> request =
+        message->ok() ? ParseJsonText(**message) : message->status();
     if (!request.ok()) {
       Send(client, QmpError("GenericError", std::string(request.status().message())));
       continue;
     }
     Send(client, commands_->Handle(*request, &client->negotiated));
   }
-  if (client->fd >= 0 && client->input.overflowed()) {
-    Send(client, QmpError("GenericError",
-                          fmt::format("request longer than {} bytes; closing the connection",
-                                      kMaxRequestBytes)));
-    Flush(client);
-    if (client->fd >= 0) Drop(client, "request too long");
+  CountInput(client);
+}
+
+void QmpServer::CountInput(Client* client) {
+  if (client->fd >= 0) {
+    buffered_input_ -= client->buffered_input;
+    client->buffered_input = client->input.buffered_bytes();
+    buffered_input_ += client->buffered_input;
+  }
+  while (buffered_input_ > kMaxBufferedInputBytes) {
+    // The client holding the most is the one flooding; the others keep their requests.
+    Client* largest = &*std::max_element(
+        clients_.begin(), clients_.end(),
+        [](const Client& a, const Client& b) { return a.buffered_input < b.buffered_input; });
+    log::Limited(refused_log, log::Level::kWarn,
+                 "QMP clients hold more than {} bytes of unfinished requests; dropped the one "
+                 "holding the most ({} bytes)",
+                 kMaxBufferedInputBytes, largest->buffered_input);
+    Send(largest, QmpError("GenericError",
+                           fmt::format("unfinished requests of all QMP clients exceed {} bytes, "
+                                       "this client's most of all; closing the connection",
+                                       kMaxBufferedInputBytes)));
+    if (largest->fd >= 0) Drop(largest, "too much unfinished input");
   }
 }
 
@@ -197,28 +298,35 @@ bool QmpServer::Flush(Client* client) {
         Drop(client, "not reading its replies");
         return false;
       }
-      if (!client->want_write) {
-        client->want_write = true;
-        (void)loop_->Modify(client->fd, kReadEvents | EPOLLOUT);
-      }
-      return true;
+      break;
     }
     Drop(client, std::strerror(errno));
     return false;
   }
-  if (client->want_write) {
-    client->want_write = false;
-    (void)loop_->Modify(client->fd, kReadEvents);
-  }
+  UpdateEvents(client);
   return true;
 }
 
+void QmpServer::UpdateEvents(Client* client) {
+  uint32_t events = client->output.size() < kOutputHighWater ? kReadEvents : 0;
+  if (!client->output.empty()) events |= EPOLLOUT;
+  if (events == client->events) return;
+  client->events = events;
+  (void)loop_->Modify(client->fd, events);
+}
+
 void QmpServer::Drop(Client* client, std::string_view reason) {
-  log::Debug("QMP client dropped: {}", reason);
+  log::Limited(dropped_log, log::Level::kDebug, "QMP client dropped: {}", reason);
   loop_->Remove(client->fd);
   ::close(client->fd);
   client->fd = -1;
   client->output.clear();
+  client->input = JsonStream(kMaxRequestBytes);
+  buffered_input_ -= client->buffered_input;
+  client->buffered_input = 0;
+  --connected_;
+  // A descriptor is free again.
+  ResumeListeners();
 }
 
 void QmpServer::Broadcast(const nlohmann::json& event) {

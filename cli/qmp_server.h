@@ -18,12 +18,19 @@ namespace bexd::cli {
 
 class QmpServer {
  public:
-  // A request that grows beyond this without completing drops its client.
+  // A longer request is refused with an error and skipped; the client stays connected.
   static constexpr size_t kMaxRequestBytes = 1 << 20;
-  // A client that stops reading while this much output is pending is dropped.
+  // Clients connected at once, across every monitor socket; a client beyond is refused.
+  static constexpr size_t kMaxClients = 64;
+  // Unfinished requests held across all clients; past it the client holding the most is dropped.
+  static constexpr size_t kMaxBufferedInputBytes = 16 << 20;
+  // A client's requests are not read while this much of its replies is unsent.
+  static constexpr size_t kOutputHighWater = 1 << 20;
+  // A client that stops reading while this much output is pending (events keep coming while its
+  // requests are not read) is dropped.
   static constexpr size_t kMaxPendingOutputBytes = 16 << 20;
 
-  QmpServer(EventLoop* loop, QmpCommands* commands) : loop_(loop), commands_(commands) {}
+  QmpServer(EventLoop* loop, QmpCommands* commands);
   ~QmpServer();  // closes every socket and removes the socket files it created
   QmpServer(const QmpServer&) = delete;
   QmpServer& operator=(const QmpServer&) = delete;
@@ -46,17 +53,31 @@ class QmpServer {
     int fd;
     bool pretty;
     bool negotiated = false;
-    bool want_write = false;
+    uint32_t events = 0;  // what the event loop waits for on fd
     JsonStream input{kMaxRequestBytes};
+    size_t buffered_input = 0;  // input.buffered_bytes() as counted in buffered_input_
     std::string output;
   };
 
   void Accept(const Listener& listener);
+  // Accepts one pending connection with the spare descriptor and refuses it; false if there was
+  // none, or the spare is lost and the listeners are paused instead.
+  bool RefuseWithSpareDescriptor(const Listener& listener);
+  void PauseListeners();
+  void ResumeListeners();
   void OnClientEvent(Client* client, uint32_t events);
+  // Reads and handles what the client sent, within the read budget; true at end of stream.
+  bool ReadInput(Client* client);
   void HandleInput(Client* client);
+  // Updates buffered_input_ after `client`'s input changed, and drops the client holding the most
+  // while it exceeds kMaxBufferedInputBytes.
+  void CountInput(Client* client);
   void Send(Client* client, const nlohmann::json& message);
-  // False if the client had to be dropped.
+  // Sends what it can; false if the client had to be dropped.
   bool Flush(Client* client);
+  // Sets the events to wait for: input unless the client's replies are backed up, output while
+  // some is pending.
+  void UpdateEvents(Client* client);
   // Closes the connection at once; the Client entry stays (callers up the stack may hold it)
   // until ForgetDroppedClients(), which only the event handlers call, last.
   void Drop(Client* client, std::string_view reason);
@@ -66,6 +87,12 @@ class QmpServer {
   QmpCommands* commands_;
   std::vector<Listener> listeners_;
   std::list<Client> clients_;
+  size_t connected_ = 0;       // clients not dropped yet
+  size_t buffered_input_ = 0;  // the sum of their buffered_input
+  // Kept open so that, out of descriptors, a pending connection can still be accepted and
+  // refused, instead of staying readable on the listener and spinning the loop.
+  int spare_fd_ = -1;
+  bool listeners_paused_ = false;  // out of descriptors and without a spare one
 };
 
 }  // namespace bexd::cli

@@ -142,6 +142,16 @@ TEST_F(BinaryErrorsTest, BadConfigFile) {
       "--config " + config + ": export[0].num-queues: expected a positive integer, got \"two\"");
 }
 
+// Deep nesting is refused before anything recurses through it (60,000 levels crashed bexd).
+TEST_F(BinaryErrorsTest, DeeplyNestedJson) {
+  const std::string deep = std::string(60000, '[') + std::string(60000, ']');
+  const std::string error = "JSON nesting depth limit exceeded (at most 1024 levels)";
+  std::string config = dir_.path() + "/bexd.json";
+  std::ofstream(config) << R"({"monitor": {"path": )" << deep << "}}";
+  EXPECT_EQ(ExpectOneError({"--config", config}), "--config " + config + ": " + error);
+  EXPECT_EQ(ExpectOneError({"--blockdev", R"({"driver": )" + deep + "}"}), "--blockdev: " + error);
+}
+
 TEST_F(BinaryErrorsTest, FailedExportStartStopsTheExportsAlreadyStarted) {
   // The second export passes every check but cannot listen: its socket's directory is missing.
   std::string line = ExpectOneError(
