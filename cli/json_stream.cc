@@ -74,26 +74,23 @@ std::optional<absl::StatusOr<std::string>> JsonStream::Scan(char c) {
       }
       break;
   }
+  std::optional<absl::StatusOr<std::string>> result;
+  if (!skipping_ && (depth_ > kMaxJsonDepth || message_bytes_ > max_bytes_)) {
+    result = absl::InvalidArgumentError(
+        depth_ > kMaxJsonDepth
+            ? JsonDepthError()
+            : fmt::format("JSON token size limit exceeded (a request may be at most {} bytes)",
+                          max_bytes_));
+    skipping_ = true;
+    message_ = {};
+  }
   if (complete) {
     state_ = State::kBetween;
     depth_ = 0;
     message_bytes_ = 0;
-    if (std::exchange(skipping_, false)) return std::nullopt;
-    return std::exchange(message_, {});
+    if (!std::exchange(skipping_, false)) result = std::exchange(message_, {});
   }
-  if (skipping_) return std::nullopt;
-  std::string error;
-  if (depth_ > kMaxJsonDepth) {
-    error = JsonDepthError();
-  } else if (message_bytes_ > max_bytes_) {
-    error = fmt::format("JSON token size limit exceeded (a request may be at most {} bytes)",
-                        max_bytes_);
-  } else {
-    return std::nullopt;
-  }
-  skipping_ = true;
-  message_ = {};
-  return absl::InvalidArgumentError(error);
+  return result;
 }
 
 }  // namespace bexd::cli

@@ -92,6 +92,17 @@ TEST(JsonStreamTest, LongMessagesAreRefusedAndSkipped) {
   EXPECT_EQ(Drain(stream), std::vector<std::string>{"{\"b\":2}"});
 }
 
+TEST(JsonStreamTest, SizeLimitCountsEveryByteOfTheMessage) {
+  JsonStream stream(16);
+  stream.Append(R"({"a":"12345678"})");  // 16 bytes
+  EXPECT_EQ(Drain(stream), std::vector<std::string>{R"({"a":"12345678"})"});
+  stream.Append(R"( {"a":"123456789"}{"b":1})");  // 17 bytes, the last one closing it
+  EXPECT_EQ(Drain(stream),
+            (std::vector<std::string>{
+                "error: JSON token size limit exceeded (a request may be at most 16 bytes)",
+                R"({"b":1})"}));
+}
+
 TEST(JsonStreamTest, LongLinesAreRefusedAndSkipped) {
   JsonStream stream(1024);
   stream.Append(std::string(5000, 'x'));

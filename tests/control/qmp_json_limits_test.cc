@@ -30,6 +30,16 @@ class QmpJsonLimitsTest : public ControlTest {
     EXPECT_EQ(::pread(fd, buffer, sizeof(buffer), 0), static_cast<ssize_t>(sizeof(buffer)));
     ::close(fd);
   }
+
+  // Starts the daemon with a second monitor, pretty=on, and a negotiated client on it.
+  std::unique_ptr<QmpClient> StartWithPrettyMonitor() {
+    const std::string pretty_socket = Path("pretty.sock");
+    StartDaemon({"--monitor", "path=" + pretty_socket + ",pretty=on"});
+    auto client = std::make_unique<QmpClient>(pretty_socket);
+    EXPECT_TRUE(client->connected());
+    client->Negotiate();
+    return client;
+  }
 };
 
 // 60,000 levels in the id crashed bexd (recursion echoing the id) and left the mount dead.
@@ -69,30 +79,22 @@ TEST_F(QmpJsonLimitsTest, NestingLimitIsQemus) {
 
 // With pretty=on, 10,000 levels took 790 MB and blocked the main loop for seconds.
 TEST_F(QmpJsonLimitsTest, DeepNestingOnAPrettyMonitor) {
-  const std::string pretty_socket = Path("pretty.sock");
-  StartDaemon({"--monitor", "path=" + pretty_socket + ",pretty=on"});
-  QmpClient client(pretty_socket);
-  ASSERT_TRUE(client.connected());
-  client.Negotiate();
-  client.SendRaw(R"({"execute": "query-version", "id": )" + Nested(10000) + "}");
-  json reply = client.ReadReply();
+  auto client = StartWithPrettyMonitor();
+  client->SendRaw(R"({"execute": "query-version", "id": )" + Nested(10000) + "}");
+  json reply = client->ReadReply();
   EXPECT_EQ(ErrorDesc(reply), kDepthError) << reply;
   EXPECT_LT(StatusKb(daemon_->pid(), "VmHWM"), 128 << 10);
-  EXPECT_EQ(Success(client.Execute("query-version")), "");
+  EXPECT_EQ(Success(client->Execute("query-version")), "");
 }
 
 // Nesting within the limit, wide at the bottom: indented, each element would cost 4 KB.
 TEST_F(QmpJsonLimitsTest, PrettyRepliesDoNotMultiplyDeepIds) {
-  const std::string pretty_socket = Path("pretty.sock");
-  StartDaemon({"--monitor", "path=" + pretty_socket + ",pretty=on"});
-  QmpClient client(pretty_socket);
-  ASSERT_TRUE(client.connected());
-  client.Negotiate();
+  auto client = StartWithPrettyMonitor();
   std::string id = std::string(1000, '[');
   for (int i = 0; i < 40000; ++i) id += "0,";
   id += "0" + std::string(1000, ']');
-  client.SendRaw(R"({"execute": "query-version", "id": )" + id + "}");
-  json reply = client.ReadReply();
+  client->SendRaw(R"({"execute": "query-version", "id": )" + id + "}");
+  json reply = client->ReadReply();
   EXPECT_EQ(Success(reply), "");
   EXPECT_EQ(reply["id"], json::parse(id));
   EXPECT_LT(StatusKb(daemon_->pid(), "VmHWM"), 128 << 10);
