@@ -152,6 +152,7 @@ void QmpServer::Accept(const Listener& listener) {
     Client* pointer = &client;
     absl::Status status = loop_->Add(fd, kReadEvents, [this, pointer](uint32_t events) {
       OnClientEvent(pointer, events);
+      EnforceHeldLimit();
       ForgetDroppedClients();
     });
     if (!status.ok()) {
@@ -161,7 +162,6 @@ void QmpServer::Accept(const Listener& listener) {
       clients_.pop_back();
       continue;
     }
-    client.events = kReadEvents;
     ++connected_;
     log::Limited(connected_log, log::Level::kDebug, "QMP client connected on {}", listener.path);
     Send(&client, QmpGreeting());
@@ -206,41 +206,34 @@ void QmpServer::ForgetDroppedClients() {
 }
 
 void QmpServer::OnClientEvent(Client* client, uint32_t events) {
-  if ((events & EPOLLOUT) && !Flush(client)) return;
-  bool end_of_stream = false;
-  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-    // While its replies are backed up the client is not read, yet a hang-up must end it.
-    end_of_stream =
-        client->events & EPOLLIN ? ReadInput(client) : (events & (EPOLLHUP | EPOLLERR)) != 0;
+  if (events & EPOLLOUT) {
+    if (!Flush(client)) return;
   }
-  // Requests left unhandled while the replies were backed up.
-  HandleInput(client);
+  if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
+  bool end_of_stream = false;
+  char buffer[kReadChunk];
+  for (size_t total = 0; total < kReadBudget && client->fd >= 0;) {
+    ssize_t n = ::read(client->fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      // Handled chunk by chunk, so the stream holds one chunk of input at most.
+      client->input.Append(std::string_view(buffer, n));
+      HandleInput(client);
+      total += n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    end_of_stream = true;  // EOF or a connection error
+    break;
+  }
   if (client->fd >= 0 && end_of_stream) {
     Flush(client);
     if (client->fd >= 0) Drop(client, "disconnected");
   }
 }
 
-bool QmpServer::ReadInput(Client* client) {
-  char buffer[kReadChunk];
-  for (size_t total = 0; total < kReadBudget && client->fd >= 0;) {
-    if (client->output.size() >= kOutputHighWater) return false;
-    ssize_t n = ::read(client->fd, buffer, sizeof(buffer));
-    if (n > 0) {
-      client->input.Append(std::string_view(buffer, n));
-      total += n;
-      HandleInput(client);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
-    return true;  // EOF or a connection error
-  }
-  return false;
-}
-
 void QmpServer::HandleInput(Client* client) {
-  while (client->fd >= 0 && client->output.size() < kOutputHighWater) {
+  while (client->fd >= 0) {
     std::optional<absl::StatusOr<std::string>> message = client->input.Next();
     if (!message) break;
     absl::StatusOr<nlohmann::json> request =
@@ -251,30 +244,7 @@ void QmpServer::HandleInput(Client* client) {
     }
     Send(client, commands_->Handle(*request, &client->negotiated));
   }
-  CountInput(client);
-}
-
-void QmpServer::CountInput(Client* client) {
-  if (client->fd >= 0) {
-    buffered_input_ -= client->buffered_input;
-    client->buffered_input = client->input.buffered_bytes();
-    buffered_input_ += client->buffered_input;
-  }
-  while (buffered_input_ > kMaxBufferedInputBytes) {
-    // The client holding the most is the one flooding; the others keep their requests.
-    Client* largest = &*std::max_element(
-        clients_.begin(), clients_.end(),
-        [](const Client& a, const Client& b) { return a.buffered_input < b.buffered_input; });
-    log::Limited(refused_log, log::Level::kWarn,
-                 "QMP clients hold more than {} bytes of unfinished requests; dropped the one "
-                 "holding the most ({} bytes)",
-                 kMaxBufferedInputBytes, largest->buffered_input);
-    Send(largest, QmpError("GenericError",
-                           fmt::format("unfinished requests of all QMP clients exceed {} bytes, "
-                                       "this client's most of all; closing the connection",
-                                       kMaxBufferedInputBytes)));
-    if (largest->fd >= 0) Drop(largest, "too much unfinished input");
-  }
+  CountHeld(client);
 }
 
 void QmpServer::Send(Client* client, const nlohmann::json& message) {
@@ -298,21 +268,48 @@ bool QmpServer::Flush(Client* client) {
         Drop(client, "not reading its replies");
         return false;
       }
-      break;
+      if (!client->want_write) {
+        client->want_write = true;
+        (void)loop_->Modify(client->fd, kReadEvents | EPOLLOUT);
+      }
+      CountHeld(client);
+      return true;
     }
     Drop(client, std::strerror(errno));
     return false;
   }
-  UpdateEvents(client);
+  if (client->want_write) {
+    client->want_write = false;
+    (void)loop_->Modify(client->fd, kReadEvents);
+  }
+  CountHeld(client);
   return true;
 }
 
-void QmpServer::UpdateEvents(Client* client) {
-  uint32_t events = client->output.size() < kOutputHighWater ? kReadEvents : 0;
-  if (!client->output.empty()) events |= EPOLLOUT;
-  if (events == client->events) return;
-  client->events = events;
-  (void)loop_->Modify(client->fd, events);
+void QmpServer::CountHeld(Client* client) {
+  if (client->fd < 0) return;  // Drop() took its part out
+  held_bytes_ -= client->held;
+  client->held = client->input.buffered_bytes() + client->output.size();
+  held_bytes_ += client->held;
+}
+
+void QmpServer::EnforceHeldLimit() {
+  while (held_bytes_ > kMaxHeldBytes) {
+    // The client holding the most is the one flooding; the others keep what they sent.
+    Client* largest =
+        &*std::max_element(clients_.begin(), clients_.end(),
+                           [](const Client& a, const Client& b) { return a.held < b.held; });
+    log::Limited(refused_log, log::Level::kWarn,
+                 "QMP clients hold more than {} bytes of unfinished requests and unsent replies; "
+                 "dropped the one holding the most ({} bytes)",
+                 kMaxHeldBytes, largest->held);
+    Send(largest, QmpError("GenericError",
+                           fmt::format("QMP clients hold more than {} bytes of unfinished requests "
+                                       "and unsent replies, this client the most; closing the "
+                                       "connection",
+                                       kMaxHeldBytes)));
+    if (largest->fd >= 0) Drop(largest, "holding too much");
+  }
 }
 
 void QmpServer::Drop(Client* client, std::string_view reason) {
@@ -322,8 +319,8 @@ void QmpServer::Drop(Client* client, std::string_view reason) {
   client->fd = -1;
   client->output.clear();
   client->input = JsonStream(kMaxRequestBytes);
-  buffered_input_ -= client->buffered_input;
-  client->buffered_input = 0;
+  held_bytes_ -= client->held;
+  client->held = 0;
   --connected_;
   // A descriptor is free again.
   ResumeListeners();
@@ -333,6 +330,7 @@ void QmpServer::Broadcast(const nlohmann::json& event) {
   for (Client& client : clients_) {
     if (client.fd >= 0 && client.negotiated) Send(&client, event);
   }
+  EnforceHeldLimit();
 }
 
 void QmpServer::FlushAll() {

@@ -22,13 +22,11 @@ class QmpServer {
   static constexpr size_t kMaxRequestBytes = 1 << 20;
   // Clients connected at once, across every monitor socket; a client beyond is refused.
   static constexpr size_t kMaxClients = 64;
-  // Unfinished requests held across all clients; past it the client holding the most is dropped.
-  static constexpr size_t kMaxBufferedInputBytes = 16 << 20;
-  // A client's requests are not read while this much of its replies is unsent.
-  static constexpr size_t kOutputHighWater = 1 << 20;
-  // A client that stops reading while this much output is pending (events keep coming while its
-  // requests are not read) is dropped.
+  // A client that stops reading while this much output is pending is dropped.
   static constexpr size_t kMaxPendingOutputBytes = 16 << 20;
+  // What all clients together may hold in unfinished requests and unsent replies; past it the
+  // client holding the most is dropped.
+  static constexpr size_t kMaxHeldBytes = 32 << 20;
 
   QmpServer(EventLoop* loop, QmpCommands* commands);
   ~QmpServer();  // closes every socket and removes the socket files it created
@@ -53,10 +51,10 @@ class QmpServer {
     int fd;
     bool pretty;
     bool negotiated = false;
-    uint32_t events = 0;  // what the event loop waits for on fd
+    bool want_write = false;
     JsonStream input{kMaxRequestBytes};
-    size_t buffered_input = 0;  // input.buffered_bytes() as counted in buffered_input_
     std::string output;
+    size_t held = 0;  // input.buffered_bytes() + output.size(), as counted in held_bytes_
   };
 
   void Accept(const Listener& listener);
@@ -66,18 +64,14 @@ class QmpServer {
   void PauseListeners();
   void ResumeListeners();
   void OnClientEvent(Client* client, uint32_t events);
-  // Reads and handles what the client sent, within the read budget; true at end of stream.
-  bool ReadInput(Client* client);
   void HandleInput(Client* client);
-  // Updates buffered_input_ after `client`'s input changed, and drops the client holding the most
-  // while it exceeds kMaxBufferedInputBytes.
-  void CountInput(Client* client);
   void Send(Client* client, const nlohmann::json& message);
-  // Sends what it can; false if the client had to be dropped.
+  // False if the client had to be dropped.
   bool Flush(Client* client);
-  // Sets the events to wait for: input unless the client's replies are backed up, output while
-  // some is pending.
-  void UpdateEvents(Client* client);
+  // Brings the client's part of held_bytes_ up to date after its input or output changed.
+  void CountHeld(Client* client);
+  // Drops the clients holding the most while held_bytes_ exceeds kMaxHeldBytes.
+  void EnforceHeldLimit();
   // Closes the connection at once; the Client entry stays (callers up the stack may hold it)
   // until ForgetDroppedClients(), which only the event handlers call, last.
   void Drop(Client* client, std::string_view reason);
@@ -87,8 +81,8 @@ class QmpServer {
   QmpCommands* commands_;
   std::vector<Listener> listeners_;
   std::list<Client> clients_;
-  size_t connected_ = 0;       // clients not dropped yet
-  size_t buffered_input_ = 0;  // the sum of their buffered_input
+  size_t connected_ = 0;   // clients not dropped yet
+  size_t held_bytes_ = 0;  // the sum of their held bytes
   // Kept open so that, out of descriptors, a pending connection can still be accepted and
   // refused, instead of staying readable on the listener and spinning the loop.
   int spare_fd_ = -1;
