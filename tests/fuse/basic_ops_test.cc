@@ -19,12 +19,6 @@ block::BlockdevOptions NullNode(bool read_only = false) {
   return options;
 }
 
-SessionOptions Writable() {
-  SessionOptions options;
-  options.writable = true;
-  return options;
-}
-
 TEST(BasicOpsTest, InitNegotiatesLargeRequestsAndAsyncIo) {
   CoreHarness harness(NullNode(), Writable());
   Reply reply = harness.Run(InitRequest());

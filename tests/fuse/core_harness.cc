@@ -185,6 +185,14 @@ void CoreHarness::Init() {
   ASSERT_TRUE(session_->initialized());
 }
 
+SessionOptions Writable(bool growable, bool resize_needs_growable) {
+  SessionOptions options;
+  options.writable = true;
+  options.growable = growable;
+  options.resize_needs_growable = resize_needs_growable;
+  return options;
+}
+
 std::vector<uint8_t> InitRequest(uint32_t major, uint32_t minor, uint32_t flags) {
   struct fuse_init_in in;
   std::memset(&in, 0, sizeof(in));

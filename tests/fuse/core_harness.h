@@ -97,6 +97,9 @@ class CoreHarness {
   void PollUntilDone(const std::vector<Outcome>& outcomes);
 };
 
+// A writable session; `resize_needs_growable` as the vhost-user-fs export sets it.
+SessionOptions Writable(bool growable = false, bool resize_needs_growable = false);
+
 // Requests for the common opcodes.
 std::vector<uint8_t> InitRequest(uint32_t major = 7, uint32_t minor = 38,
                                  uint32_t flags = 0xffffffffu);

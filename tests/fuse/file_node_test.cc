@@ -16,13 +16,6 @@ namespace {
 
 constexpr uint64_t kImageSize = (4 << 20) + 512;  // not a multiple of the page size
 
-SessionOptions Writable(bool growable = false) {
-  SessionOptions options;
-  options.writable = true;
-  options.growable = growable;
-  return options;
-}
-
 uint64_t Getattr(CoreHarness& harness) {
   Reply reply = harness.Run(GetattrRequest(1));
   EXPECT_EQ(reply.header().error, 0);

@@ -28,14 +28,6 @@ block::BlockdevOptions NullNode() {
   return options;
 }
 
-SessionOptions Options(bool growable, bool resize_needs_growable = false) {
-  SessionOptions options;
-  options.writable = true;
-  options.growable = growable;
-  options.resize_needs_growable = resize_needs_growable;
-  return options;
-}
-
 size_t CountLines(const std::string& log, const std::string& text) {
   size_t lines = 0;
   for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++lines;
@@ -78,42 +70,42 @@ class LogFloodTest : public ::testing::Test {
 };
 
 TEST_F(LogFloodTest, FailedSetattrSizeChanges) {
-  CoreHarness harness(NullNode(), Options(/*growable=*/false));
+  CoreHarness harness(NullNode(), Writable(/*growable=*/false));
   harness.Init();
   ExpectFloodBounded(harness, SetattrSizeRequest(1, kHuge), EBUSY,
                      "FUSE SETATTR: resizing node 'null0'");
 }
 
 TEST_F(LogFloodTest, RefusedSetattrSizeChanges) {
-  CoreHarness harness(NullNode(), Options(/*growable=*/false, /*resize_needs_growable=*/true));
+  CoreHarness harness(NullNode(), Writable(/*growable=*/false, /*resize_needs_growable=*/true));
   harness.Init();
   ExpectFloodBounded(harness, SetattrSizeRequest(1, kHuge), EPERM,
                      "FUSE SETATTR: refused to resize node 'null0'");
 }
 
 TEST_F(LogFloodTest, FailedGrowingWrites) {
-  CoreHarness harness(NullNode(), Options(/*growable=*/true));
+  CoreHarness harness(NullNode(), Writable(/*growable=*/true));
   harness.Init();
   ExpectFloodBounded(harness, WriteRequest(1, kNullSize, std::vector<uint8_t>(512, 1)), EBUSY,
                      "FUSE WRITE: growing node 'null0'");
 }
 
 TEST_F(LogFloodTest, FailedGrowingFallocates) {
-  CoreHarness harness(NullNode(), Options(/*growable=*/true));
+  CoreHarness harness(NullNode(), Writable(/*growable=*/true));
   harness.Init();
   ExpectFloodBounded(harness, FallocateRequest(1, kHuge, 4096, 0), EBUSY,
                      "FUSE FALLOCATE: growing node 'null0'");
 }
 
 TEST_F(LogFloodTest, FailedTruncatingOpens) {
-  CoreHarness harness(NullNode(), Options(/*growable=*/true));
+  CoreHarness harness(NullNode(), Writable(/*growable=*/true));
   harness.Init();
   ExpectFloodBounded(harness, OpenRequest(1, O_WRONLY | O_TRUNC), EBUSY,
                      "FUSE OPEN: truncating node 'null0'");
 }
 
 TEST_F(LogFloodTest, RefusedInits) {
-  CoreHarness harness(NullNode(), Options(/*growable=*/false));
+  CoreHarness harness(NullNode(), Writable(/*growable=*/false));
   ExpectFloodBounded(harness, InitRequest(7, 22), EPROTO, "FUSE INIT: kernel protocol 7.22");
 }
 

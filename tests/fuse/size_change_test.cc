@@ -21,14 +21,6 @@ constexpr uint64_t kTiB = uint64_t{1} << 40;
 // What `cp` and a shell's `>` send: the open flags of an existing file opened for writing.
 constexpr uint32_t kTruncatingOpen = O_WRONLY | O_TRUNC | O_LARGEFILE;
 
-SessionOptions Writable(bool growable, bool resize_needs_growable = false) {
-  SessionOptions options;
-  options.writable = true;
-  options.growable = growable;
-  options.resize_needs_growable = resize_needs_growable;
-  return options;
-}
-
 // An image full of random bytes, so that kept, lost and overwritten data all show.
 class SizeChangeTest : public ::testing::Test {
  protected:
