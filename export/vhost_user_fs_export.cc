@@ -59,6 +59,7 @@ absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
   fuse::SessionOptions session_options;
   session_options.writable = options.writable;
   session_options.growable = vhost_options.growable;
+  session_options.resize_needs_growable = true;  // the client is a guest, not the host's user
   session_options.writethrough = options.writethrough;
   session_options.directory_root = true;
   session_options.file_name =
