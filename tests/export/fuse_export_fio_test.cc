@@ -56,9 +56,9 @@ TEST_F(FioTest, FourJobsVerifyCrc32cThroughRawOnFourQueues) {
   constexpr uint64_t kOffset = 1 << 20;
   const std::string image = scratch_.CreateFile("image", kOffset + 4 * kJobBytes + kOffset);
   const std::string mountpoint = MakeMountpoint();
-  auto raw = block::RawNode::Open(
-      "raw0", block::RawOptions{.offset = kOffset, .size = 4 * kJobBytes}, false,
-      OpenFileNode(image, false, /*cache_direct=*/true));
+  auto raw =
+      block::RawNode::Open("raw0", block::RawOptions{.offset = kOffset, .size = 4 * kJobBytes},
+                           false, OpenFileNode(image, false, /*cache_direct=*/true));
   ASSERT_TRUE(raw.ok()) << raw.status();
   Export* running = Start(FuseOptions(mountpoint, true, 4), *raw);
   ASSERT_NE(running, nullptr);

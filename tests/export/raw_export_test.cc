@@ -54,7 +54,8 @@ std::vector<uint8_t> ReadDirect(const std::string& path, uint64_t length) {
   while (fd >= 0 && done < length) {
     ssize_t n = ::pread(fd, buffer.data + done, length - done, done);
     if (n <= 0) {
-      ADD_FAILURE() << path << ": read at " << done << ": " << (n < 0 ? std::strerror(errno) : "EOF");
+      ADD_FAILURE() << path << ": read at " << done << ": "
+                    << (n < 0 ? std::strerror(errno) : "EOF");
       break;
     }
     done += n;
@@ -119,10 +120,10 @@ class LoopDevice {
  public:
   LoopDevice(const std::string& image, uint64_t offset, uint64_t size) {
     int status = 0;
-    std::string output = RunCommand("losetup --find --show --read-only --offset " +
-                                        std::to_string(offset) + " --sizelimit " +
-                                        std::to_string(size) + " " + image,
-                                    &status);
+    std::string output =
+        RunCommand("losetup --find --show --read-only --offset " + std::to_string(offset) +
+                       " --sizelimit " + std::to_string(size) + " " + image,
+                   &status);
     if (status == 0 && output.starts_with("/dev/loop")) {
       path_ = output.substr(0, output.find('\n'));
     } else {
@@ -148,10 +149,11 @@ TEST_F(RawExportTest, PartitionExportMatchesLosetup) {
 
   // A whole-disk image with two partitions, as sfdisk writes them.
   const std::string disk = scratch_.CreateFile("disk.img", 64 * kMiB);
-  std::string output =
-      RunCommand("printf 'label: dos\\nstart=2048, size=40960, type=83\\n"
-                 "start=43008, size=32768, type=83\\n' | sfdisk --quiet " + disk,
-                 &status);
+  std::string output = RunCommand(
+      "printf 'label: dos\\nstart=2048, size=40960, type=83\\n"
+      "start=43008, size=32768, type=83\\n' | sfdisk --quiet " +
+          disk,
+      &status);
   ASSERT_EQ(status, 0) << output;
   output = RunCommand("sfdisk --json " + disk, &status);
   ASSERT_EQ(status, 0) << output;
