@@ -40,7 +40,7 @@ const block::FileNode* ProtocolNode(const BlockGraph& graph, const BlockGraph::E
   return child == nullptr ? nullptr : ProtocolNode(graph, *child);
 }
 
-json ImageInfo(const BlockGraph& graph, const BlockGraph::Entry& entry) {
+json ImageInfo(const BlockGraph& graph, const BlockGraph::Entry& entry, bool flat) {
   json image = {
       {"filename", Filename(graph, entry)},
       {"format", entry.node->driver_name()},
@@ -52,12 +52,12 @@ json ImageInfo(const BlockGraph& graph, const BlockGraph::Entry& entry) {
     image["backing-filename"] = backing_name;
     image["full-backing-filename"] = backing_name;
     image["backing-filename-format"] = backing->node->driver_name();
-    image["backing-image"] = ImageInfo(graph, *backing);
+    if (!flat) image["backing-image"] = ImageInfo(graph, *backing, flat);
   }
   return image;
 }
 
-json DeviceInfo(const BlockGraph& graph, const BlockGraph::Entry& entry) {
+json DeviceInfo(const BlockGraph& graph, const BlockGraph::Entry& entry, bool flat) {
   const block::BlockNode& node = *entry.node;
   int depth = 0;
   const BlockGraph::Entry* backing = ChildEntry(graph, entry, "backing");
@@ -80,7 +80,7 @@ json DeviceInfo(const BlockGraph& graph, const BlockGraph::Entry& entry) {
       {"iops", 0},
       {"iops_rd", 0},
       {"iops_wr", 0},
-      {"image", ImageInfo(graph, entry)},
+      {"image", ImageInfo(graph, entry, flat)},
       {"cache",
        {{"writeback", true},
         {"direct", protocol != nullptr && protocol->options().cache_direct},
@@ -94,9 +94,11 @@ json DeviceInfo(const BlockGraph& graph, const BlockGraph::Entry& entry) {
 
 }  // namespace
 
-json NamedBlockNodesJson(const BlockGraph& graph) {
+json NamedBlockNodesJson(const BlockGraph& graph, bool flat) {
   json nodes = json::array();
-  for (const BlockGraph::Entry& entry : graph.entries()) nodes.push_back(DeviceInfo(graph, entry));
+  for (const BlockGraph::Entry& entry : graph.entries()) {
+    nodes.push_back(DeviceInfo(graph, entry, flat));
+  }
   return nodes;
 }
 

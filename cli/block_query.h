@@ -7,7 +7,8 @@
 
 namespace bexd::cli {
 
-// One BlockDeviceInfo per node, children included.
-nlohmann::json NamedBlockNodesJson(const block::BlockGraph& graph);
+// One BlockDeviceInfo per node, children included; `flat` leaves out each image's nested
+// backing-image, as QEMU's flat=true does.
+nlohmann::json NamedBlockNodesJson(const block::BlockGraph& graph, bool flat);
 
 }  // namespace bexd::cli

@@ -203,7 +203,7 @@ void Daemon::StopAllExports() {
   }
 }
 
-json Daemon::NamedBlockNodes() const { return NamedBlockNodesJson(graph_); }
+json Daemon::NamedBlockNodes(bool flat) const { return NamedBlockNodesJson(graph_, flat); }
 
 json Daemon::BlockExports() const {
   json exports = json::array();

@@ -53,7 +53,7 @@ class Daemon {
   void StopAllExports();
 
   // QMP's query-named-block-nodes, query-block-exports and x-query-export-stats results.
-  nlohmann::json NamedBlockNodes() const;
+  nlohmann::json NamedBlockNodes(bool flat) const;
   nlohmann::json BlockExports() const;
   absl::StatusOr<nlohmann::json> ExportStats(const std::optional<std::string>& id) const;
 

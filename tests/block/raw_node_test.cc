@@ -23,7 +23,6 @@ using testing::Pattern;
 using testing::Prepare;
 using testing::ReadAt;
 using testing::RunOne;
-using testing::WaitIdle;
 using testing::WriteAt;
 
 constexpr uint64_t kMiB = 1 << 20;
@@ -212,9 +211,14 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<1>(info.param) ? "Direct" : "Cached");
     });
 
-TEST(RawNodeTest, ReadOnlyNodeRefusesModifyingOps) {
-  testing::ScratchDir dir;
-  std::string path = dir.CreateFile("image", kMiB);
+class RawNodeTest : public ::testing::Test {
+ protected:
+  testing::ScratchDir dir_;
+  const std::string path_ = dir_.CreateFile("image", kMiB);
+};
+
+TEST_F(RawNodeTest, ReadOnlyNodeRefusesModifyingOps) {
+  const std::string& path = path_;
   testing::WriteFile(path, Pattern(kMiB, 11), 0);
   auto file = testing::OpenFileOrFail(path, AioMode::kThreads, false, DiscardMode::kUnmap);
   auto raw = OpenRawOrFail(file, RawOptions{.offset = 4096, .discard = DiscardMode::kUnmap},
@@ -234,9 +238,8 @@ TEST(RawNodeTest, ReadOnlyNodeRefusesModifyingOps) {
   EXPECT_FALSE(raw->Truncate(2 * kMiB).ok());
 }
 
-TEST(RawNodeTest, ResizingGoesToTheChildUnlessTheSizeIsFixed) {
-  testing::ScratchDir dir;
-  std::string path = dir.CreateFile("image", kMiB);
+TEST_F(RawNodeTest, ResizingGoesToTheChildUnlessTheSizeIsFixed) {
+  const std::string& path = path_;
   auto file = testing::OpenFileOrFail(path, AioMode::kThreads, false);
   auto growing = OpenRawOrFail(file, RawOptions{.offset = 65536});
   ASSERT_NE(growing, nullptr);
@@ -274,10 +277,8 @@ void SubmitAgain(IoRequest* request, int64_t result) {
   if (++resubmitter->completions < 5) resubmitter->queue->Submit(request);
 }
 
-TEST(RawNodeTest, RefusedRequestsACallbackSubmitsCompleteWithinTheSamePoll) {
-  testing::ScratchDir dir;
-  std::string path = dir.CreateFile("image", kMiB);
-  auto file = testing::OpenFileOrFail(path, AioMode::kNative, false);
+TEST_F(RawNodeTest, RefusedRequestsACallbackSubmitsCompleteWithinTheSamePoll) {
+  auto file = testing::OpenFileOrFail(path_, AioMode::kNative, false);
   auto raw = OpenRawOrFail(file, RawOptions{.offset = 4096});
   ASSERT_NE(raw, nullptr);
   auto queue = testing::MakeQueue(*raw);
