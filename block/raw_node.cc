@@ -57,7 +57,7 @@ uint64_t RawNode::size() const {
 }
 
 absl::Status RawNode::Truncate(uint64_t new_size) {
-  if (read_only_) {
+  if (read_only()) {
     return absl::FailedPreconditionError(
         fmt::format("node '{}': cannot resize: the node is read-only", node_name()));
   }

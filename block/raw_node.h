@@ -26,7 +26,8 @@ class RawNode final : public BlockNode, public std::enable_shared_from_this<RawN
   std::string driver_name() const override { return "raw"; }
   // The fixed size, or the child's size past the offset; never more than the child still has.
   uint64_t size() const override;
-  bool read_only() const override { return read_only_; }
+  // The graph refuses a writable node over a read-only child; this holds without the graph too.
+  bool read_only() const override { return read_only_ || file_->read_only(); }
   uint32_t request_alignment() const override { return file_->request_alignment(); }
   // Resizes the child to offset + new_size; refused when the options fixed the size.
   absl::Status Truncate(uint64_t new_size) override;

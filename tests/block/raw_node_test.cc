@@ -236,6 +236,18 @@ TEST_F(RawNodeTest, ReadOnlyNodeRefusesModifyingOps) {
   EXPECT_EQ(data, std::vector<unsigned char>(pattern.begin() + 4096, pattern.begin() + 8192));
   EXPECT_EQ(testing::ReadFile(path, 0, kMiB), pattern);
   EXPECT_FALSE(raw->Truncate(2 * kMiB).ok());
+
+  // Read-only because its child is: the same refusals.
+  const std::string other = dir_.CreateFile("other", kMiB);
+  auto read_only_file =
+      testing::OpenFile(FileOptions{.filename = other}, /*read_only=*/true, "ro0");
+  ASSERT_TRUE(read_only_file.ok()) << read_only_file.status();
+  auto over_read_only = OpenRawOrFail(*read_only_file, RawOptions{});
+  ASSERT_NE(over_read_only, nullptr);
+  EXPECT_TRUE(over_read_only->read_only());
+  auto child_queue = testing::MakeQueue(*over_read_only);
+  EXPECT_EQ(WriteAt(*child_queue, data.data(), data.size(), 0), -EROFS);
+  EXPECT_EQ(testing::ReadFile(other, 0, kMiB), std::vector<unsigned char>(kMiB, 0));
 }
 
 TEST_F(RawNodeTest, ResizingGoesToTheChildUnlessTheSizeIsFixed) {
