@@ -17,6 +17,7 @@
 
 #include "block/raw_node.h"
 #include "tests/export/export_fixture.h"
+#include "tests/support/loop_device.h"
 
 namespace bexd::exp::testing {
 namespace {
@@ -115,33 +116,6 @@ TEST_F(RawExportTest, GrowableExportGrowsTheImageBehindTheOffset) {
   EXPECT_EQ(std::vector<uint8_t>(bytes.begin() + 4 * kMiB, bytes.end()), data);
 }
 
-// A loop device from `losetup`, detached at the end.
-class LoopDevice {
- public:
-  LoopDevice(const std::string& image, uint64_t offset, uint64_t size) {
-    int status = 0;
-    std::string output =
-        RunCommand("losetup --find --show --read-only --offset " + std::to_string(offset) +
-                       " --sizelimit " + std::to_string(size) + " " + image,
-                   &status);
-    if (status == 0 && output.starts_with("/dev/loop")) {
-      path_ = output.substr(0, output.find('\n'));
-    } else {
-      error_ = output;
-    }
-  }
-  ~LoopDevice() {
-    int status = 0;
-    if (!path_.empty()) RunCommand("losetup --detach " + path_, &status);
-  }
-  const std::string& path() const { return path_; }
-  const std::string& error() const { return error_; }
-
- private:
-  std::string path_;
-  std::string error_;
-};
-
 TEST_F(RawExportTest, PartitionExportMatchesLosetup) {
   if (::geteuid() != 0) GTEST_SKIP() << "losetup needs root";
   int status = 0;
@@ -170,8 +144,8 @@ TEST_F(RawExportTest, PartitionExportMatchesLosetup) {
   WriteAt(disk, first, kMiB);
   WriteAt(disk, Pattern(size, offset, 5), offset);
 
-  LoopDevice loop(disk, offset, size);
-  if (loop.path().empty()) GTEST_SKIP() << "no loop device: " << loop.error();
+  bexd::testing::LoopDevice loop(disk, {.offset = offset, .size = size, .read_only = true});
+  if (loop.path().empty()) GTEST_SKIP() << "no loop device (losetup failed)";
 
   const std::string mountpoint = MakeMountpoint("part2");
   Daemon daemon({"--blockdev",
