@@ -214,6 +214,13 @@ absl::StatusOr<std::unique_ptr<IoQueue>> FileNode::CreateQueue() {
   return std::unique_ptr<IoQueue>(std::move(*queue));
 }
 
+std::optional<uint64_t> FileNode::AllocatedBytes() const {
+  struct stat st;
+  // st_blocks means nothing for a block device; QEMU leaves actual-size out for those too.
+  if (is_block_device_ || fstat(fd_, &st) != 0) return std::nullopt;
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
 std::string FileNode::description() const {
   return fmt::format("file '{}' ({}, aio={}, cache.direct={}{})", options_.filename,
                      read_only_ ? "read-only" : "writable",

@@ -31,6 +31,8 @@ class FileNode final : public BlockNode, public std::enable_shared_from_this<Fil
   absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override;
   std::string description() const override;
   int flush_error() const override { return flush_error_.load(std::memory_order_acquire); }
+  std::string filename() const override { return options_.filename; }
+  std::optional<uint64_t> AllocatedBytes() const override;
 
   int fd() const { return fd_; }
   const FileOptions& options() const { return options_; }

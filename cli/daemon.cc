@@ -3,12 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <variant>
 
-#include "block/open.h"
+#include "cli/block_query.h"
 #include "export/start.h"
 #include "util/log.h"
 
@@ -73,13 +72,6 @@ Daemon::Daemon(std::vector<std::string> iothreads) : iothreads_(std::move(iothre
 
 Daemon::~Daemon() { StopAllExports(); }
 
-const Daemon::LiveNode* Daemon::FindNode(std::string_view node_name) const {
-  for (const LiveNode& live : nodes_) {
-    if (live.node->node_name() == node_name) return &live;
-  }
-  return nullptr;
-}
-
 const Daemon::LiveExport* Daemon::FindExport(std::string_view id) const {
   for (const LiveExport& live : exports_) {
     if (live.spec.options.id == id) return &live;
@@ -88,32 +80,17 @@ const Daemon::LiveExport* Daemon::FindExport(std::string_view id) const {
 }
 
 absl::Status Daemon::AddBlockdev(const block::BlockdevOptions& options) {
-  if (FindNode(options.node_name) != nullptr) {
-    return absl::InvalidArgumentError(
-        fmt::format("node-name '{}' is already in use", options.node_name));
-  }
-  absl::StatusOr<std::shared_ptr<block::BlockNode>> node = block::OpenBlockNode(options);
-  if (!node.ok()) return node.status();
-  log::Debug("opened node '{}': {}", options.node_name, (*node)->description());
-  nodes_.push_back({options, *std::move(node)});
-  return absl::OkStatus();
+  return graph_.Add(options);
 }
 
 absl::Status Daemon::DeleteBlockdev(std::string_view node_name) {
-  auto it = std::find_if(nodes_.begin(), nodes_.end(),
-                         [&](const LiveNode& live) { return live.node->node_name() == node_name; });
-  if (it == nodes_.end()) {
-    return absl::NotFoundError(fmt::format("node '{}' not found", node_name));
-  }
+  // QEMU's first check and error: a node a block backend (here: an export) uses.
   for (const LiveExport& live : exports_) {
     if (live.spec.options.node_name == node_name) {
-      return absl::FailedPreconditionError(
-          fmt::format("node '{}' is in use by export '{}'", node_name, live.spec.options.id));
+      return absl::FailedPreconditionError(fmt::format("Node {} is in use", node_name));
     }
   }
-  nodes_.erase(it);
-  log::Info("closed node '{}'", node_name);
-  return absl::OkStatus();
+  return graph_.Delete(node_name);
 }
 
 absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
@@ -134,7 +111,7 @@ absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
     return ExportError(
         options.id, fmt::format("'{}' is already used by export '{}'", endpoint, endpoint_owner));
   }
-  const LiveNode* node = FindNode(options.node_name);
+  const block::BlockGraph::Entry* node = graph_.Find(options.node_name);
   if (node == nullptr) {
     return ExportError(options.id,
                        fmt::format("node-name '{}' does not name a block node", options.node_name));
@@ -166,8 +143,9 @@ absl::Status Daemon::AddExport(const ExportSpec& spec) {
   absl::Status status = CheckNewExport(spec, {});
   if (!status.ok()) return status;
   absl::StatusOr<std::unique_ptr<exp::Export>> running =
-      exp::StartExport(spec.options, FindNode(spec.options.node_name)->node, export_ended_);
+      exp::StartExport(spec.options, graph_.Find(spec.options.node_name)->node, export_ended_);
   if (!running.ok()) return running.status();
+  graph_.Retain(spec.options.node_name);
   log::Debug("export '{}' ({}) serves node '{}' at {}", spec.options.id, (*running)->type(),
              spec.options.node_name, Endpoint(spec));
   exports_.push_back({spec, *std::move(running)});
@@ -187,8 +165,7 @@ absl::Status Daemon::DeleteExport(std::string_view id, ExportDeleteMode mode) {
         fmt::format("export '{}' is in use; close it first or use mode=hard", id));
   }
   std::string deleted_id = it->spec.options.id;
-  it->running->Stop();
-  exports_.erase(it);
+  RemoveExport(it);
   log::Info("export '{}' removed", deleted_id);
   if (export_deleted_) export_deleted_(deleted_id);
   return absl::OkStatus();
@@ -204,45 +181,29 @@ void Daemon::RemoveEndedExports() {
     log::Warn("export '{}' ended on its own ({}); removed it", id, it->running->ended_reason());
     // Joins the queue threads (the last one may still be returning from the ended callback), so
     // the export is destroyed here, never on one of its own threads.
-    it->running->Stop();
-    it = exports_.erase(it);
+    it = RemoveExport(it);
     if (export_deleted_) export_deleted_(id);
   }
 }
 
+std::vector<Daemon::LiveExport>::iterator Daemon::RemoveExport(
+    std::vector<LiveExport>::iterator it) {
+  it->running->Stop();
+  std::string node_name = it->spec.options.node_name;
+  it = exports_.erase(it);
+  graph_.Release(node_name);
+  return it;
+}
+
 void Daemon::StopAllExports() {
   while (!exports_.empty()) {
-    LiveExport& last = exports_.back();
-    last.running->Stop();
-    log::Debug("export '{}' stopped", last.spec.options.id);
-    exports_.pop_back();
+    std::string id = exports_.back().spec.options.id;
+    RemoveExport(exports_.end() - 1);
+    log::Debug("export '{}' stopped", id);
   }
 }
 
-json Daemon::NamedBlockNodes() const {
-  json nodes = json::array();
-  for (const LiveNode& live : nodes_) {
-    const block::BlockNode& node = *live.node;
-    const auto* file = std::get_if<block::FileOptions>(&live.options.driver);
-    json entry = {
-        {"node-name", node.node_name()},
-        {"drv", file != nullptr ? "file" : "null-co"},
-        {"ro", node.read_only()},
-        {"file", node.description()},
-        {"image",
-         {{"filename", node.description()},
-          {"format", node.driver_name()},
-          {"virtual-size", node.size()}}},
-        {"cache",
-         {{"writeback", true},
-          {"direct", file != nullptr && file->cache_direct},
-          {"no-flush", file != nullptr && file->cache_no_flush}}},
-    };
-    if (int error = node.flush_error(); error != 0) entry["flush-error"] = std::strerror(error);
-    nodes.push_back(std::move(entry));
-  }
-  return nodes;
-}
+json Daemon::NamedBlockNodes(bool flat) const { return NamedBlockNodesJson(graph_, flat); }
 
 json Daemon::BlockExports() const {
   json exports = json::array();

@@ -104,7 +104,7 @@ TEST_F(BinaryErrorsTest, UnknownNodeName) {
 TEST_F(BinaryErrorsTest, DuplicateNodeName) {
   EXPECT_EQ(ExpectOneError({"--blockdev", GoodBlockdev(), "--blockdev",
                             "driver=null-co,node-name=disk0", "--export", GoodExport()}),
-            "node-name 'disk0' is already in use");
+            "Duplicate nodes with node-name='disk0'");
 }
 
 TEST_F(BinaryErrorsTest, DuplicateExportIdMountsNothing) {

@@ -26,6 +26,11 @@ std::string Capture(const std::string& command) {
 LoopDevice::LoopDevice(const std::string& backing)
     : path_(Capture("losetup -f --show '" + backing + "' 2>/dev/null")) {}
 
+LoopDevice::LoopDevice(const std::string& backing, const Window& window)
+    : path_(Capture("losetup -f --show --offset " + std::to_string(window.offset) +
+                    " --sizelimit " + std::to_string(window.size) +
+                    (window.read_only ? " --read-only '" : " '") + backing + "' 2>/dev/null")) {}
+
 LoopDevice::~LoopDevice() {
   if (path_.empty()) return;
   // Best effort: a failure leaves a loop device behind, not a wrong test result.
