@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "export/fuse_dead_mount.h"
+
 namespace bexd::exp {
 namespace {
 
@@ -77,19 +79,12 @@ absl::StatusOr<std::optional<MountEntry>> TopMountAt(const std::string& path) {
 }
 
 absl::StatusOr<MountpointClaim> MountpointClaim::Acquire(const std::string& mountpoint) {
-  struct stat st;
-  if (::stat(mountpoint.c_str(), &st) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mountpoint '", mountpoint, "' cannot be used: ", std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mountpoint '", mountpoint, "' is not a regular file"));
-  }
+  // Resolving the path reads no attributes of the file itself, so a dead FUSE mount on it
+  // (answering ENOTCONN to stat) does not stop it; such a mount is cleared below.
   char* resolved = ::realpath(mountpoint.c_str(), nullptr);
   if (resolved == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("mountpoint '", mountpoint, "' cannot be resolved: ", std::strerror(errno)));
+        absl::StrCat("mountpoint '", mountpoint, "' cannot be used: ", std::strerror(errno)));
   }
   std::string path(resolved);
   ::free(resolved);
@@ -98,6 +93,16 @@ absl::StatusOr<MountpointClaim> MountpointClaim::Acquire(const std::string& moun
   if (Claims().count(path) != 0) {
     return absl::AlreadyExistsError(
         absl::StrCat("mountpoint '", path, "' is already used by another export"));
+  }
+  if (absl::Status status = DetachDeadBexdMounts(path); !status.ok()) return status;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mountpoint '", path, "' cannot be used: ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mountpoint '", path, "' is not a regular file"));
   }
   absl::StatusOr<std::optional<MountEntry>> top = TopMountAt(path);
   if (!top.ok()) return top.status();
