@@ -95,21 +95,22 @@ absl::StatusOr<MountpointClaim> MountpointClaim::Acquire(const std::string& moun
         absl::StrCat("mountpoint '", path, "' is already used by another export"));
   }
   if (absl::Status status = DetachDeadBexdMounts(path); !status.ok()) return status;
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mountpoint '", path, "' cannot be used: ", std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mountpoint '", path, "' is not a regular file"));
-  }
+  // Checked before stat(), which a FUSE server that does not answer would block.
   absl::StatusOr<std::optional<MountEntry>> top = TopMountAt(path);
   if (!top.ok()) return top.status();
   if (top->has_value() && IsFuseType((*top)->fs_type)) {
     return absl::AlreadyExistsError(absl::StrCat("mountpoint '", path,
                                                  "' is already a FUSE mount (", (*top)->fs_type,
                                                  "); unmount it first"));
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mountpoint '", mountpoint, "' cannot be used: ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mountpoint '", mountpoint, "' is not a regular file"));
   }
   Claims().insert(path);
   return MountpointClaim(std::move(path));
