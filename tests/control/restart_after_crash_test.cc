@@ -104,5 +104,29 @@ TEST_F(RestartTest, MountOfALiveBexdStaysRefused) {
   EXPECT_EQ(Success(client->Execute("query-block-exports")), "");
 }
 
+// The demo relies on the same mechanism: run again after kill -9, it serves the same image.
+TEST_F(RestartTest, KilledDemoRestarts) {
+  const std::string demo_dir = Path("demo");
+  const std::string demo_mountpoint = demo_dir + "/disk";
+  auto start_demo = [&] {
+    daemon_ = std::make_unique<BexdDaemon>(std::vector<std::string>{"--demo-dir", demo_dir}, log_);
+    const std::string pid = std::to_string(daemon_->pid()) + "\n";
+    EXPECT_TRUE(
+        WaitFor([&] { return ReadFile(demo_dir + "/bexd.pid") == pid || !daemon_->running(); }));
+    return daemon_->running();
+  };
+  ASSERT_TRUE(start_demo()) << ReadFile(log_);
+  EXPECT_EQ(daemon_->Stop(SIGKILL), -1);
+  const bool restarted = start_demo();
+  EXPECT_TRUE(restarted) << ReadFile(log_);
+  if (restarted) {
+    EXPECT_EQ(ReadFile(demo_mountpoint).substr(0, 15), "bexd demo image");
+    EXPECT_EQ(daemon_->Stop(), 0) << ReadFile(log_);
+  }
+  while (IsMounted(demo_mountpoint) && ::umount2(demo_mountpoint.c_str(), MNT_DETACH) == 0) {
+  }
+  EXPECT_FALSE(IsMounted(demo_mountpoint));
+}
+
 }  // namespace
 }  // namespace bexd::testing

@@ -17,7 +17,17 @@
 namespace bexd::exp::testing {
 namespace {
 
-using DeadMountTest = FuseExportTest;
+class DeadMountTest : public FuseExportTest {
+ protected:
+  void TearDown() override {
+    FuseExportTest::TearDown();
+    // The base detaches one mount per mountpoint; a failed test may leave several stacked.
+    for (const std::string& path : mountpoints_) {
+      while (IsFuseMounted(path) && ::umount2(path.c_str(), MNT_DETACH) == 0) {
+      }
+    }
+  }
+};
 
 // Mounts a FUSE file system of `type` on the regular file `path` over a connection the test
 // holds and never serves. Closing the returned descriptor aborts the connection, as the kernel
