@@ -1,25 +1,15 @@
 // The QMP socket is never taken over: not by a second bexd, not by an export of the same daemon
 // added over QMP; and stopping removes only the socket the daemon bound.
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
-#include <cstring>
-
 #include "tests/control/control_fixture.h"
+#include "tests/support/unix_sockets.h"
 
 namespace bexd::testing {
 namespace {
 
 using nlohmann::json;
-
-ino_t Inode(const std::string& path) {
-  struct stat st;
-  return ::lstat(path.c_str(), &st) == 0 ? st.st_ino : 0;
-}
 
 // A fresh client gets through capabilities negotiation and answers a query.
 void ExpectMonitorAnswers(const std::string& socket) {
@@ -32,7 +22,7 @@ void ExpectMonitorAnswers(const std::string& socket) {
 
 TEST_F(ControlTest, SecondDaemonOnALiveMonitorSocketIsRefused) {
   StartDaemon();
-  const ino_t inode = Inode(socket_);
+  const ino_t inode = InodeAt(socket_);
   RunResult second = RunBexd(
       {"--blockdev", "driver=null-co,node-name=other,size=1M", "--monitor", "path=" + socket_},
       std::chrono::seconds(30));
@@ -40,7 +30,7 @@ TEST_F(ControlTest, SecondDaemonOnALiveMonitorSocketIsRefused) {
   EXPECT_EQ(second.err, "bexd: error: monitor socket '" + socket_ +
                             "': a server is listening on it (another bexd, or another export or "
                             "monitor); stop it or choose another path\n");
-  EXPECT_EQ(Inode(socket_), inode);
+  EXPECT_EQ(InodeAt(socket_), inode);
   ExpectMonitorAnswers(socket_);
 }
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "tests/cli/bexd_process.h"
+#include "tests/control/control_fixture.h"
 #include "tests/control/qmp_client.h"
 #include "tests/support/scratch_dir.h"
 
@@ -215,16 +216,10 @@ TEST_F(SystemdUnitTest, SettingsRestartAfterKill9) {
   EXPECT_EQ(Only(settings_, "KillMode"), "mixed");
 }
 
-std::string Pattern(size_t length) {
-  std::string data(length, '\0');
-  for (size_t i = 0; i < length; ++i) data[i] = static_cast<char>((i * 151 + i / 4096) & 0xff);
-  return data;
-}
-
 TEST_F(SystemdUnitTest, RestartsAfterKill9AndServesTheSyncedData) {
   Start();
   if (HasFatalFailure()) return;
-  const std::string synced = Pattern(2 << 20);
+  const std::string synced = Pattern(2 << 20, 5);
   int fd = ::open(mountpoint_.c_str(), O_RDWR);
   ASSERT_GE(fd, 0) << std::strerror(errno);
   ASSERT_EQ(::pwrite(fd, synced.data(), synced.size(), 4096), static_cast<ssize_t>(synced.size()));

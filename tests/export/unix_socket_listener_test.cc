@@ -16,42 +16,16 @@
 
 #include "export/unix_socket_listener.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/unix_sockets.h"
 
 namespace bexd::exp {
 namespace {
 
-sockaddr_un Address(const std::string& path) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.data(), path.size());
-  return address;
-}
-
-// A socket bound to `path` by the test itself, listening unless `listen` is false (then it is
-// closed at once, leaving the file of a server that is gone).
-UniqueFd BindTestSocket(const std::string& path, bool listen = true) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address = Address(path);
-  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0)
-      << std::strerror(errno);
-  if (listen) {
-    EXPECT_EQ(::listen(fd.get(), 4), 0);
-  } else {
-    fd.Reset();
-  }
-  return fd;
-}
-
-bool Answers(const std::string& path) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address = Address(path);
-  return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-}
-
-ino_t Inode(const std::string& path) {
-  struct stat st;
-  return ::lstat(path.c_str(), &st) == 0 ? st.st_ino : 0;
-}
+using bexd::testing::InodeAt;
+using bexd::testing::LeaveStaleSocket;
+using bexd::testing::ListenOnPath;
+using bexd::testing::SocketAnswers;
+using bexd::testing::UnixAddress;
 
 std::string Content(const std::string& path) {
   std::ifstream in(path);
@@ -67,14 +41,14 @@ class UnixSocketListenerTest : public ::testing::Test {
 TEST_F(UnixSocketListenerTest, ListensAndRemovesItsSocketOnClose) {
   absl::StatusOr<UnixSocketListener> listener = UnixSocketListener::Listen(path_, 4);
   ASSERT_TRUE(listener.ok()) << listener.status();
-  EXPECT_TRUE(Answers(path_));
+  EXPECT_TRUE(SocketAnswers(path_));
   listener->Close();
   EXPECT_EQ(::access(path_.c_str(), F_OK), -1);
 }
 
 TEST_F(UnixSocketListenerTest, RefusesASocketSomethingListensOnAndLeavesIt) {
-  UniqueFd live = BindTestSocket(path_);
-  const ino_t inode = Inode(path_);
+  UniqueFd live = ListenOnPath(path_);
+  const ino_t inode = InodeAt(path_);
   absl::StatusOr<UnixSocketListener> listener = UnixSocketListener::Listen(path_, 4);
   ASSERT_FALSE(listener.ok());
   EXPECT_EQ(listener.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -82,20 +56,20 @@ TEST_F(UnixSocketListenerTest, RefusesASocketSomethingListensOnAndLeavesIt) {
             "socket '" + path_ +
                 "': a server is listening on it (another bexd, or another export or monitor); "
                 "stop it or choose another path");
-  EXPECT_EQ(Inode(path_), inode);
-  EXPECT_TRUE(Answers(path_));
+  EXPECT_EQ(InodeAt(path_), inode);
+  EXPECT_TRUE(SocketAnswers(path_));
 }
 
 // A listener whose backlog is full answers EAGAIN to a non-blocking connect: still a live server.
 TEST_F(UnixSocketListenerTest, RefusesALiveSocketWithAFullBacklog) {
-  UniqueFd live(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address = Address(path_);
-  ASSERT_EQ(::bind(live.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(::listen(live.get(), 0), 0);
+  UniqueFd live = ListenOnPath(path_);
+  ASSERT_EQ(::listen(live.get(), 0), 0);  // again, with the smallest backlog
+  const sockaddr_un address = UnixAddress(path_);
   std::vector<UniqueFd> waiting;
   for (int i = 0; i < 8; ++i) {
     UniqueFd client(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (::connect(client.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    if (::connect(client.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) !=
+        0) {
       break;
     }
     waiting.push_back(std::move(client));
@@ -106,11 +80,11 @@ TEST_F(UnixSocketListenerTest, RefusesALiveSocketWithAFullBacklog) {
 }
 
 TEST_F(UnixSocketListenerTest, ReplacesASocketNobodyListensOn) {
-  BindTestSocket(path_, /*listen=*/false);
-  ASSERT_FALSE(Answers(path_));
+  LeaveStaleSocket(path_);
+  ASSERT_FALSE(SocketAnswers(path_));
   absl::StatusOr<UnixSocketListener> listener = UnixSocketListener::Listen(path_, 4);
   ASSERT_TRUE(listener.ok()) << listener.status();
-  EXPECT_TRUE(Answers(path_));
+  EXPECT_TRUE(SocketAnswers(path_));
 }
 
 TEST_F(UnixSocketListenerTest, RefusesARegularFileAndLeavesItIntact) {
@@ -125,7 +99,7 @@ TEST_F(UnixSocketListenerTest, RefusesARegularFileAndLeavesItIntact) {
 // A symlink is not followed, even to a stale socket.
 TEST_F(UnixSocketListenerTest, RefusesASymlinkAndADirectory) {
   const std::string target = dir_.path() + "/target.sock";
-  BindTestSocket(target, /*listen=*/false);
+  LeaveStaleSocket(target);
   ASSERT_EQ(::symlink(target.c_str(), path_.c_str()), 0);
   EXPECT_FALSE(UnixSocketListener::Listen(path_, 4).ok());
   struct stat st;
@@ -145,11 +119,11 @@ TEST_F(UnixSocketListenerTest, CloseLeavesASocketThatReplacedItsOwn) {
   absl::StatusOr<UnixSocketListener> listener = UnixSocketListener::Listen(path_, 4);
   ASSERT_TRUE(listener.ok()) << listener.status();
   ASSERT_EQ(::unlink(path_.c_str()), 0);
-  UniqueFd other = BindTestSocket(path_);
-  const ino_t inode = Inode(path_);
+  UniqueFd other = ListenOnPath(path_);
+  const ino_t inode = InodeAt(path_);
   listener->Close();
-  EXPECT_EQ(Inode(path_), inode);
-  EXPECT_TRUE(Answers(path_));
+  EXPECT_EQ(InodeAt(path_), inode);
+  EXPECT_TRUE(SocketAnswers(path_));
 }
 
 TEST_F(UnixSocketListenerTest, RefusesPathsThatCannotBeBound) {

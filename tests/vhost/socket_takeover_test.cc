@@ -1,58 +1,28 @@
 // The real bexd and the socket of a vhost-user-fs export: a second daemon (or a monitor of the
 // same daemon) never takes over a socket a server answers on, a stale one is replaced, a file of
 // another kind is left intact, and stopping removes only the socket the daemon itself bound.
-#include <fcntl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "export/unique_fd.h"
 #include "tests/cli/bexd_process.h"
+#include "tests/support/unix_sockets.h"
 #include "tests/vhost/export_fixture.h"
 
 namespace bexd::test::vhost {
 namespace {
 
 using bexd::testing::BexdDaemon;
+using bexd::testing::InodeAt;
+using bexd::testing::LeaveStaleSocket;
+using bexd::testing::ListenOnPath;
 using bexd::testing::ReadFile;
 using bexd::testing::RunBexd;
 using bexd::testing::RunResult;
 using bexd::testing::WaitFor;
-
-sockaddr_un Address(const std::string& path) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.data(), path.size());
-  return address;
-}
-
-// A socket the test binds and listens on, as another process would.
-exp::UniqueFd ListenAt(const std::string& path) {
-  exp::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address = Address(path);
-  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0)
-      << path << ": " << std::strerror(errno);
-  EXPECT_EQ(::listen(fd.get(), 4), 0);
-  return fd;
-}
-
-// Leaves a socket file nobody listens on, as a killed daemon does.
-void LeaveStaleSocket(const std::string& path) {
-  exp::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address = Address(path);
-  ASSERT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-}
-
-ino_t Inode(const std::string& path) {
-  struct stat st;
-  return ::lstat(path.c_str(), &st) == 0 ? st.st_ino : 0;
-}
 
 class SocketTakeoverTest : public VhostExportTest {
  protected:
@@ -119,13 +89,13 @@ class SocketTakeoverTest : public VhostExportTest {
 
 TEST_F(SocketTakeoverTest, SecondDaemonOnALiveExportSocketIsRefusedAndTheFirstStillServes) {
   StartDaemon();
-  const ino_t inode = Inode(socket_);
+  const ino_t inode = InodeAt(socket_);
   RunResult second = RunSecondDaemon({"--export", ExportArg(socket_)});
   EXPECT_EQ(second.exit_status, 1) << second.err;
   EXPECT_EQ(second.err, "bexd: error: export 'vfs0': socket '" + socket_ +
                             "': a server is listening on it (another bexd, or another export or "
                             "monitor); stop it or choose another path\n");
-  EXPECT_EQ(Inode(socket_), inode);
+  EXPECT_EQ(InodeAt(socket_), inode);
   ExpectServesTheImage();
   EXPECT_EQ(daemon_->Stop(), 0) << ReadFile(log_);
   EXPECT_NE(::access(socket_.c_str(), F_OK), 0);
@@ -156,13 +126,13 @@ TEST_F(SocketTakeoverTest, StopLeavesSocketsThatReplacedTheDaemonsOwn) {
   StartDaemon();
   ASSERT_EQ(::unlink(socket_.c_str()), 0);
   ASSERT_EQ(::unlink(monitor_.c_str()), 0);
-  exp::UniqueFd export_replacement = ListenAt(socket_);
-  exp::UniqueFd monitor_replacement = ListenAt(monitor_);
-  const ino_t export_inode = Inode(socket_);
-  const ino_t monitor_inode = Inode(monitor_);
+  exp::UniqueFd export_replacement = ListenOnPath(socket_);
+  exp::UniqueFd monitor_replacement = ListenOnPath(monitor_);
+  const ino_t export_inode = InodeAt(socket_);
+  const ino_t monitor_inode = InodeAt(monitor_);
   EXPECT_EQ(daemon_->Stop(), 0) << ReadFile(log_);
-  EXPECT_EQ(Inode(socket_), export_inode);
-  EXPECT_EQ(Inode(monitor_), monitor_inode);
+  EXPECT_EQ(InodeAt(socket_), export_inode);
+  EXPECT_EQ(InodeAt(monitor_), monitor_inode);
 }
 
 // Within one daemon, a monitor and an export on one path would leave QMP unreachable.
