@@ -48,6 +48,18 @@ int StatErrno(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? 0 : errno;
 }
 
+// Starting an export on `mountpoint` is refused because of the FUSE mount of `type` there, which
+// stays mounted.
+void ExpectRefusedAndStillMounted(const std::string& mountpoint, const std::string& type) {
+  absl::StatusOr<std::unique_ptr<Export>> refused =
+      StartExport(FuseOptions(mountpoint, false), OpenNullNode(1 << 20));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "export 'export0': mountpoint '" + mountpoint +
+                                            "' is already a FUSE mount (" + type +
+                                            "); unmount it first");
+  EXPECT_TRUE(IsFuseMounted(mountpoint));
+}
+
 TEST_F(DeadMountTest, DeadBexdMountsAreDetachedAndTheExportServes) {
   const std::string mountpoint = MakeMountpoint();
   MountUnserved(mountpoint, "fuse.bexd");  // closed at once: dead
@@ -68,13 +80,7 @@ TEST_F(DeadMountTest, DeadMountOfAnotherFileSystemStaysRefused) {
   MountUnserved(mountpoint, "fuse.other");
   ASSERT_EQ(StatErrno(mountpoint), ENOTCONN);
 
-  absl::StatusOr<std::unique_ptr<Export>> refused =
-      StartExport(FuseOptions(mountpoint, false), OpenNullNode(1 << 20));
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("is already a FUSE mount (fuse.other)"),
-            std::string::npos)
-      << refused.status();
-  EXPECT_TRUE(IsFuseMounted(mountpoint));
+  ExpectRefusedAndStillMounted(mountpoint, "fuse.other");
   ASSERT_EQ(::umount2(mountpoint.c_str(), MNT_DETACH), 0);
 }
 
@@ -84,13 +90,7 @@ TEST_F(DeadMountTest, BexdMountThatDoesNotAnswerStaysRefused) {
   const std::string mountpoint = MakeMountpoint();
   UniqueFd connection = MountUnserved(mountpoint, "fuse.bexd");
 
-  absl::StatusOr<std::unique_ptr<Export>> refused =
-      StartExport(FuseOptions(mountpoint, false), OpenNullNode(1 << 20));
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("is already a FUSE mount (fuse.bexd)"),
-            std::string::npos)
-      << refused.status();
-  EXPECT_TRUE(IsFuseMounted(mountpoint));
+  ExpectRefusedAndStillMounted(mountpoint, "fuse.bexd");
   connection.Reset();
   ASSERT_EQ(::umount2(mountpoint.c_str(), MNT_DETACH), 0);
 }
