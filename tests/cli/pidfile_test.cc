@@ -94,7 +94,7 @@ TEST(PidfileTest, FifoAndDirectoryAreRefused) {
 // path and is left as it is.
 TEST(PidfileTest, FileHoldingSomethingElseIsRefusedAndUntouched) {
   bexd::testing::TempDir dir;
-  for (const std::string content : std::vector<std::string>{
+  for (const std::string& content : std::vector<std::string>{
            "not a pid\n", "12 34\n", "1234\nmore\n", "-1\n", std::string(4096, '7')}) {
     const std::string path = dir.path() + "/bexd.pid";
     std::ofstream(path) << content;
@@ -109,7 +109,7 @@ TEST(PidfileTest, FileHoldingSomethingElseIsRefusedAndUntouched) {
 
 TEST(PidfileTest, EmptyFileOrAPidIsTakenOver) {
   bexd::testing::TempDir dir;
-  for (const std::string content : std::vector<std::string>{"", "4242", "4242\n"}) {
+  for (const std::string& content : std::vector<std::string>{"", "4242", "4242\n"}) {
     const std::string path = dir.path() + "/bexd.pid";
     std::ofstream(path) << content;
     absl::StatusOr<std::unique_ptr<Pidfile>> pidfile = Pidfile::Acquire(path);
