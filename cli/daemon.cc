@@ -16,7 +16,14 @@ namespace {
 
 using nlohmann::json;
 
-// The file or socket an export occupies; two exports may not share one.
+// Paths are compared in this form, so two spellings of one file count as one.
+std::string CanonicalPath(const std::string& path) {
+  std::error_code error;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(path, error);
+  return error ? path : canonical.string();
+}
+
+// The file or socket an export occupies; no two exports or monitors may share one.
 std::string Endpoint(const ExportSpec& spec) {
   const std::string* path = std::visit(
       [](const auto& transport) -> const std::string* {
@@ -27,9 +34,7 @@ std::string Endpoint(const ExportSpec& spec) {
         }
       },
       spec.options.transport);
-  std::error_code error;
-  std::filesystem::path canonical = std::filesystem::weakly_canonical(*path, error);
-  return error ? *path : canonical.string();
+  return CanonicalPath(*path);
 }
 
 absl::Status ExportError(std::string_view id, std::string_view message) {
@@ -111,6 +116,9 @@ absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
     return ExportError(
         options.id, fmt::format("'{}' is already used by export '{}'", endpoint, endpoint_owner));
   }
+  if (std::find(monitor_paths_.begin(), monitor_paths_.end(), endpoint) != monitor_paths_.end()) {
+    return ExportError(options.id, fmt::format("'{}' is already used by a QMP monitor", endpoint));
+  }
   const block::BlockGraph::Entry* node = graph_.Find(options.node_name);
   if (node == nullptr) {
     return ExportError(options.id,
@@ -128,6 +136,22 @@ absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
                                                  iothread));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::AddMonitorPath(const std::string& path) {
+  std::string canonical = CanonicalPath(path);
+  if (std::find(monitor_paths_.begin(), monitor_paths_.end(), canonical) != monitor_paths_.end()) {
+    return absl::InvalidArgumentError(
+        fmt::format("monitor socket '{}' is already used by another monitor", canonical));
+  }
+  for (const LiveExport& live : exports_) {
+    if (Endpoint(live.spec) == canonical) {
+      return absl::InvalidArgumentError(fmt::format(
+          "monitor socket '{}' is already used by export '{}'", canonical, live.spec.options.id));
+    }
+  }
+  monitor_paths_.push_back(std::move(canonical));
   return absl::OkStatus();
 }
 

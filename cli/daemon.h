@@ -41,9 +41,13 @@ class Daemon {
   // QEMU's blockdev-del: refused while an export serves the node or another node uses it.
   absl::Status DeleteBlockdev(std::string_view node_name);
 
-  // Checks `specs` against the live nodes and exports and against each other, without starting
-  // anything: unique ids and mountpoints/sockets, existing nodes and iothreads, writable only on a
-  // writable node.
+  // Records the socket path of a QMP monitor, so no export or other monitor may use it. Refuses
+  // a path that an export or another monitor uses already.
+  absl::Status AddMonitorPath(const std::string& path);
+
+  // Checks `specs` against the live nodes, exports and monitors and against each other, without
+  // starting anything: unique ids and mountpoints/sockets, existing nodes and iothreads, writable
+  // only on a writable node.
   absl::Status CheckNewExports(std::span<const ExportSpec> specs) const;
   absl::Status AddExport(const ExportSpec& spec);
   absl::Status DeleteExport(std::string_view id, ExportDeleteMode mode);
@@ -82,6 +86,7 @@ class Daemon {
   std::vector<std::string> iothreads_;
   block::BlockGraph graph_;
   std::vector<LiveExport> exports_;
+  std::vector<std::string> monitor_paths_;  // canonical
   std::function<void(const std::string&)> export_deleted_;
   exp::Export::EndedFn export_ended_;
 };

@@ -3,8 +3,6 @@
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -42,34 +40,6 @@ void Refuse(int fd, bool pretty, std::string_view desc) {
   ::close(fd);
 }
 
-absl::Status SocketError(const std::string& path, std::string_view what) {
-  return absl::InvalidArgumentError(
-      fmt::format("monitor socket '{}': {}: {}", path, what, std::strerror(errno)));
-}
-
-// Removes a socket file left by a daemon that is gone; refuses if one still answers on it or the
-// path is something else.
-absl::Status ClearStaleSocket(const sockaddr_un& address, const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
-    return errno == ENOENT ? absl::OkStatus() : SocketError(path, "stat");
-  }
-  if (!S_ISSOCK(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        fmt::format("monitor socket '{}': the path exists and is not a socket", path));
-  }
-  int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (probe < 0) return SocketError(path, "socket");
-  bool live = ::connect(probe, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
-  ::close(probe);
-  if (live) {
-    return absl::InvalidArgumentError(
-        fmt::format("monitor socket '{}': another server is listening on it", path));
-  }
-  if (::unlink(path.c_str()) != 0) return SocketError(path, "unlink stale socket");
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 QmpServer::QmpServer(EventLoop* loop, QmpCommands* commands)
@@ -84,37 +54,21 @@ QmpServer::~QmpServer() {
   }
   for (const Listener& listener : listeners_) {
     loop_->Remove(listener.fd);
-    ::close(listener.fd);
-    ::unlink(listener.path.c_str());
   }
   if (spare_fd_ >= 0) ::close(spare_fd_);
 }
 
 absl::Status QmpServer::Listen(const std::string& path, bool pretty) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(fmt::format("monitor socket '{}': path too long", path));
+  absl::StatusOr<exp::UnixSocketListener> socket = exp::UnixSocketListener::Listen(path, SOMAXCONN);
+  if (!socket.ok()) {
+    return absl::Status(socket.status().code(),
+                        fmt::format("monitor {}", std::string(socket.status().message())));
   }
-  std::memcpy(address.sun_path, path.data(), path.size());
-  absl::Status status = ClearStaleSocket(address, path);
-  if (!status.ok()) return status;
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return SocketError(path, "socket");
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
-    status = SocketError(path, "bind");
-    ::close(fd);
-    return status;
-  }
-  if (::listen(fd, SOMAXCONN) != 0) {
-    status = SocketError(path, "listen");
-    ::close(fd);
-    ::unlink(path.c_str());
-    return status;
-  }
-  listeners_.push_back({fd, path, pretty});
+  listeners_.push_back({socket->fd(), path, pretty});
+  sockets_.push_back(*std::move(socket));
   const Listener listener = listeners_.back();
-  status = loop_->Add(fd, EPOLLIN, [this, listener](uint32_t) { Accept(listener); });
+  absl::Status status =
+      loop_->Add(listener.fd, EPOLLIN, [this, listener](uint32_t) { Accept(listener); });
   if (!status.ok()) return status;
   log::Debug("QMP monitor listening on {}", path);
   return absl::OkStatus();

@@ -13,6 +13,7 @@
 #include "cli/event_loop.h"
 #include "cli/json_stream.h"
 #include "cli/qmp_commands.h"
+#include "export/unix_socket_listener.h"
 
 namespace bexd::cli {
 
@@ -33,8 +34,8 @@ class QmpServer {
   QmpServer(const QmpServer&) = delete;
   QmpServer& operator=(const QmpServer&) = delete;
 
-  // Listens on a unix socket at `path`; a stale socket file there is replaced, any other file
-  // is an error.
+  // Listens on a unix socket at `path`, by exp::UnixSocketListener's rules: a stale socket file
+  // there is replaced; a live one, or any other file, is an error.
   absl::Status Listen(const std::string& path, bool pretty);
   // Sends `event` to every client past capabilities negotiation.
   void Broadcast(const nlohmann::json& event);
@@ -80,6 +81,8 @@ class QmpServer {
   EventLoop* loop_;
   QmpCommands* commands_;
   std::vector<Listener> listeners_;
+  // Owns the listening sockets of listeners_ (closing them removes their files).
+  std::vector<exp::UnixSocketListener> sockets_;
   std::list<Client> clients_;
   size_t connected_ = 0;   // clients not dropped yet
   size_t held_bytes_ = 0;  // the sum of their held bytes

@@ -4,8 +4,6 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -101,44 +99,18 @@ absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
 VhostUserFsExport::~VhostUserFsExport() { Stop(); }
 
 absl::Status VhostUserFsExport::Listen() {
-  struct sockaddr_un address = {};
-  address.sun_family = AF_UNIX;
-  if (socket_path_.empty() || socket_path_.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrFormat("socket path '%s' must have 1 to %d bytes",
-                                                      socket_path_, sizeof(address.sun_path) - 1));
-  }
-  memcpy(address.sun_path, socket_path_.data(), socket_path_.size());
-  // A socket left behind by an earlier run is replaced; anything else at the path is kept.
-  struct stat st;
-  if (lstat(socket_path_.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return absl::AlreadyExistsError(
-          absl::StrFormat("'%s' exists and is not a socket", socket_path_));
-    }
-    if (unlink(socket_path_.c_str()) != 0) {
-      return Errno(absl::StrFormat("cannot remove the stale socket '%s'", socket_path_));
-    }
-  }
   stop_fd_.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!stop_fd_) return Errno("cannot create an eventfd");
-  listen_fd_.Reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!listen_fd_) return Errno("cannot create a unix socket");
-  if (bind(listen_fd_.get(), reinterpret_cast<struct sockaddr*>(&address), sizeof(address)) != 0) {
-    return Errno(absl::StrFormat("cannot bind '%s'", socket_path_));
-  }
-  if (listen(listen_fd_.get(), 1) != 0) {
-    int error = errno;
-    unlink(socket_path_.c_str());
-    errno = error;
-    return Errno(absl::StrFormat("cannot listen on '%s'", socket_path_));
-  }
+  absl::StatusOr<UnixSocketListener> listener = UnixSocketListener::Listen(socket_path_, 1);
+  if (!listener.ok()) return listener.status();
+  listener_ = std::move(*listener);
   return absl::OkStatus();
 }
 
 void VhostUserFsExport::ServeConnections() {
   for (;;) {
     struct pollfd fds[3] = {{stop_fd_.get(), POLLIN, 0},
-                            {listen_fd_.get(), POLLIN, 0},
+                            {listener_.fd(), POLLIN, 0},
                             {connection_fd_.get(), POLLIN, 0}};
     int n = poll(fds, connection_fd_ ? 3 : 2, -1);
     if (n < 0) {
@@ -159,7 +131,7 @@ void VhostUserFsExport::Accept() {
   while (connection_fd_ && Readable(connection_fd_.get())) {
     if (!ServeMessage()) Disconnect();
   }
-  UniqueFd connection(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  UniqueFd connection(accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
   // Whoever can reach the socket can connect: every line here is rate-limited.
   if (!connection) {
     static log::RateLimit accept_limit;
@@ -234,8 +206,7 @@ void VhostUserFsExport::Stop() {
   const uint64_t one = 1;
   [[maybe_unused]] ssize_t n = write(stop_fd_.get(), &one, sizeof(one));
   thread_.join();
-  listen_fd_.Reset();
-  unlink(socket_path_.c_str());
+  listener_.Close();
   if (session_->options().writable) {
     if (absl::Status status = FlushNode(*node()); !status.ok()) {
       log::Error("export '{}': flush on stop failed: {}", id(), std::string(status.message()));
