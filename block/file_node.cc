@@ -167,6 +167,17 @@ uint32_t FileNode::request_alignment() const {
   return offset_align_ > memory_align_ ? offset_align_ : memory_align_;
 }
 
+Capabilities FileNode::capabilities() const {
+  Capabilities capabilities;
+  capabilities.discard = options_.discard == DiscardMode::kUnmap;
+  // A block device reports data everywhere (file_worker.cc BlockStatus).
+  capabilities.block_status = !is_block_device_;
+  capabilities.flush = !read_only_ && !options_.cache_no_flush;
+  // ftruncate works on files only.
+  capabilities.resize = !read_only_ && !is_block_device_;
+  return capabilities;
+}
+
 bool FileNode::IsAligned(uint64_t offset, uint64_t length, const struct iovec* iov,
                          int iovcnt) const {
   if (!direct()) return true;

@@ -56,6 +56,13 @@ uint64_t RawNode::size() const {
   return options_.size ? std::min(*options_.size, rest) : rest;
 }
 
+Capabilities RawNode::capabilities() const {
+  Capabilities capabilities = file_->capabilities();
+  capabilities.discard = capabilities.discard && options_.discard == DiscardMode::kUnmap;
+  capabilities.resize = capabilities.resize && !options_.size && !read_only();
+  return capabilities;
+}
+
 absl::Status RawNode::Truncate(uint64_t new_size) {
   if (read_only()) {
     return absl::FailedPreconditionError(

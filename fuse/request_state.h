@@ -26,6 +26,9 @@ struct ReadState {
 };
 struct WriteState {
   uint32_t length = 0;  // bytes given to the node: the most the reply reports written
+  // A durable write to a node without FUA: a kFlush follows, then the reply.
+  bool flush_after = false;
+  uint32_t written = 0;  // with flush_after: what the write reported, for the reply
 };
 struct SeekState {
   uint32_t whence = 0;    // SEEK_DATA or SEEK_HOLE

@@ -1,11 +1,21 @@
 #include "fuse/ops/attributes.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstring>
 
 namespace bexd::fuse::ops {
 namespace {
 
-constexpr uint32_t kPreferredBlockSize = 4096;
+constexpr uint32_t kPageSize = 4096;
+constexpr uint32_t kMaxBlockSize = uint32_t{1} << 20;  // the largest max_write
+
+// st_blksize, the size I/O should come in: the node's request alignment (reads and writes that
+// are multiples of it need no bounce buffer), as a power of two, at least a page.
+uint32_t PreferredBlockSize(const block::BlockNode& node) {
+  const uint32_t alignment = std::min(node.request_alignment(), kMaxBlockSize);
+  return std::max(std::bit_ceil(alignment), kPageSize);
+}
 
 }  // namespace
 
@@ -32,7 +42,7 @@ struct fuse_attr AttrOf(const Session& session, NodeKind kind) {
   attr.mode = attributes.mode;
   attr.uid = attributes.uid;
   attr.gid = attributes.gid;
-  attr.blksize = kPreferredBlockSize;
+  attr.blksize = PreferredBlockSize(session.node());
   return attr;
 }
 

@@ -32,6 +32,9 @@ Answer Fallocate(Call& call) {
   if (in.length == 0) return Answer::Error(EINVAL);
   if (!RangeFits(in.offset, in.length)) return Answer::Error(EFBIG);
   if (!session.options().writable) return Answer::Error(EROFS);
+  const block::Capabilities& capabilities = session.capabilities();
+  // What a file system answers for a mode it does not implement.
+  if ((punch || zero) && !capabilities.write_zeroes) return Answer::Error(EOPNOTSUPP);
 
   const uint64_t end = in.offset + in.length;
   uint64_t size = session.node().size();
@@ -53,8 +56,11 @@ Answer Fallocate(Call& call) {
     return call.Submit(block::IoOp::kAllocate, 0, in.offset, range_end - in.offset, FallocateDone);
   }
   // A punched hole must read back as zeroes, which kDiscard does not promise: write zeroes and let
-  // the driver deallocate.
-  return call.Submit(block::IoOp::kWriteZeroes, punch ? uint32_t{block::kIoMayUnmap} : 0u,
+  // the driver deallocate. A node that frees no storage (discard=ignore) still zeroes the range:
+  // the client's data is gone as it asked, only the space stays allocated, which a FUSE client
+  // cannot tell (st_blocks always counts the whole size).
+  const bool unmap = punch && capabilities.discard;
+  return call.Submit(block::IoOp::kWriteZeroes, unmap ? uint32_t{block::kIoMayUnmap} : 0u,
                      in.offset, range_end - in.offset, FallocateDone);
 }
 

@@ -17,7 +17,9 @@ Answer FsyncDone(Call& call, int64_t result) {
 Answer Flush(Call& call) { return Answer::Empty(); }
 
 Answer Fsync(Call& call) {
-  if (!call.options().writable) return Answer::Empty();  // nothing was written through this export
+  // Nothing was written through a read-only export, and a node without volatile state (null, or
+  // cache.no-flush) has nothing to make durable.
+  if (!call.options().writable || !call.session().capabilities().flush) return Answer::Empty();
   return call.Submit(block::IoOp::kFlush, 0, 0, 0, FsyncDone);
 }
 

@@ -58,6 +58,11 @@ Answer Lseek(Call& call) {
     case SEEK_DATA:
     case SEEK_HOLE:
       if (in.offset >= size) return Answer::Error(ENXIO);
+      if (!call.session().capabilities().block_status) {
+        // All data, as the kernel's generic llseek has it for file systems without holes: the
+        // data is here, the only hole at the end.
+        return ReplyOffset(call, in.whence == SEEK_DATA ? in.offset : size);
+      }
       call.state().op = SeekState{in.whence, in.offset};
       return SubmitBlockStatus(call);
     default:  // SEEK_CUR: the position lives in the kernel, which never asks

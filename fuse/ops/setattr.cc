@@ -20,13 +20,15 @@ int SetSize(Call& call, uint64_t size) {
   if (!session.options().writable) return EROFS;
   if (!session.resizable()) {
     static log::RateLimit refused;
-    log::Limited(refused, log::Level::kWarn,
-                 "FUSE SETATTR: refused to resize node '{}' from {} to {} bytes: the export is "
-                 "not growable",
-                 session.node().node_name(), current, size);
-    // EPERM: what truncate(2) documents for a file system that does not allow the change, and
-    // what QEMU's FUSE export answers when it may not resize. The export is writable (so not
-    // EROFS) and no permission bit would allow it (so not EACCES).
+    log::Limited(
+        refused, log::Level::kWarn,
+        "FUSE SETATTR: refused to resize node '{}' from {} to {} bytes: {}",
+        session.node().node_name(), current, size,
+        session.resize_allowed() ? "the node cannot be resized" : "the export is not growable");
+    // EPERM: what truncate(2) documents for a file system that does not allow the change, what
+    // the kernel answers for a memfd sealed against growing or shrinking, and what QEMU's FUSE
+    // export answers when it may not resize. The export is writable (so not EROFS) and no
+    // permission bit would allow it (so not EACCES).
     return EPERM;
   }
   if (size > kMaxOffset) return EFBIG;

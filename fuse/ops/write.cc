@@ -22,10 +22,20 @@ Answer ReplyWritten(Call& call, uint32_t written) {
   return call.Reply(out);
 }
 
+Answer FlushAfterWriteDone(Call& call, int64_t result) {
+  if (result < 0) return Answer::IoError(result);
+  return ReplyWritten(call, std::get<WriteState>(call.state().op).written);
+}
+
 Answer WriteDone(Call& call, int64_t result) {
   if (result < 0) return Answer::IoError(result);
-  const uint32_t length = std::get<WriteState>(call.state().op).length;
-  return ReplyWritten(call, static_cast<uint32_t>(std::min<uint64_t>(result, length)));
+  WriteState& write = std::get<WriteState>(call.state().op);
+  const auto written = static_cast<uint32_t>(std::min<uint64_t>(result, write.length));
+  if (write.flush_after) {
+    write.written = written;
+    return call.Submit(block::IoOp::kFlush, 0, 0, 0, FlushAfterWriteDone);
+  }
+  return ReplyWritten(call, written);
 }
 
 }  // namespace
@@ -71,10 +81,12 @@ Answer Write(Call& call) {
     return Answer::Error(EINVAL);
   }
   // O_SYNC and O_DSYNC opens (their flags ride along in the request) get the same durability as
-  // a writethrough export.
+  // a writethrough export: a FUA write, or a flush after it where the node has no FUA.
   const bool durable = options.writethrough || (in.flags & O_DSYNC);
-  state.op = WriteState{length};
-  return call.Submit(block::IoOp::kWrite, durable ? uint32_t{block::kIoFua} : 0u, in.offset, length,
+  const block::Capabilities& capabilities = call.session().capabilities();
+  const bool fua = durable && capabilities.fua;
+  state.op = WriteState{.length = length, .flush_after = durable && !fua && capabilities.flush};
+  return call.Submit(block::IoOp::kWrite, fua ? uint32_t{block::kIoFua} : 0u, in.offset, length,
                      WriteDone);
 }
 
