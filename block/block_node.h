@@ -70,7 +70,10 @@ class BlockNode {
   virtual uint32_t request_alignment() const { return 1; }
   // What the node can do; fixed once the node is open. Any thread.
   virtual Capabilities capabilities() const { return {}; }
-  // Resizes the node (truncate or grow). Control path: may block; safe from any thread.
+  // Resizes the node (truncate or grow). Control path: may block; safe from any thread. Failures
+  // carry the code of the errno a file would answer (absl::ErrnoToStatus for the kernel's own;
+  // fuse/status_errno.h maps them back): a node that cannot resize (capabilities().resize false)
+  // kPermissionDenied (EPERM), a size too large kOutOfRange (EFBIG).
   virtual absl::Status Truncate(uint64_t new_size) = 0;
   // Creates an I/O context for the calling thread.
   virtual absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() = 0;

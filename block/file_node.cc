@@ -193,15 +193,15 @@ bool FileNode::IsAligned(uint64_t offset, uint64_t length, const struct iovec* i
 
 absl::Status FileNode::Truncate(uint64_t new_size) {
   if (read_only_) {
-    return absl::FailedPreconditionError(fmt::format(
+    return absl::PermissionDeniedError(fmt::format(
         "node '{}': cannot resize '{}': the node is read-only", node_name(), options_.filename));
   }
   if (is_block_device_) {
-    return absl::InvalidArgumentError(fmt::format(
+    return absl::PermissionDeniedError(fmt::format(
         "node '{}': cannot resize '{}': it is a block device", node_name(), options_.filename));
   }
   if (new_size > static_cast<uint64_t>(INT64_MAX)) {
-    return absl::InvalidArgumentError(
+    return absl::OutOfRangeError(
         fmt::format("node '{}': size {} is too large", node_name(), new_size));
   }
   // Keeps partial-block writes near the end from re-extending or cutting the file meanwhile.

@@ -73,7 +73,7 @@ class NullNode final : public BlockNode, public std::enable_shared_from_this<Nul
     return capabilities;
   }
   absl::Status Truncate(uint64_t new_size) override {
-    return absl::FailedPreconditionError(
+    return absl::PermissionDeniedError(
         fmt::format("node '{}': the null driver cannot be resized", node_name()));
   }
   std::string description() const override {

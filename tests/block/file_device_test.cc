@@ -76,7 +76,7 @@ TEST(FileDevice, LoopDevice) {
     EXPECT_FALSE(node->capabilities().block_status);
     EXPECT_FALSE(node->capabilities().resize);
     absl::Status resize = node->Truncate(kSize * 2);
-    EXPECT_EQ(resize.code(), absl::StatusCode::kInvalidArgument) << resize;
+    EXPECT_EQ(resize.code(), absl::StatusCode::kPermissionDenied) << resize;
     EXPECT_EQ(node->size(), kSize);
   }
 }

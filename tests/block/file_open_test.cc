@@ -70,7 +70,7 @@ TEST(FileOpen, ReadOnlyNode) {
   EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 0, 4096), -EROFS);
   EXPECT_EQ(RunOne(*queue, IoOp::kAllocate, 0, 4096), -EROFS);
   EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
-  EXPECT_EQ((*node)->Truncate(4096).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*node)->Truncate(4096).code(), absl::StatusCode::kPermissionDenied);
   // Nothing to flush, no size to change.
   EXPECT_FALSE((*node)->capabilities().flush);
   EXPECT_FALSE((*node)->capabilities().resize);

@@ -132,7 +132,7 @@ TEST(NullNode, Capabilities) {
 TEST(NullNode, CannotResize) {
   auto node = OpenNull(NullOptions());
   absl::Status status = node->Truncate(4096);
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(status.message().find("null0"), std::string::npos) << status;
 }
 

@@ -265,7 +265,7 @@ TEST_F(RawNodeTest, ResizingGoesToTheChildUnlessTheSizeIsFixed) {
   auto fixed = OpenRawOrFail(file, RawOptions{.offset = 65536, .size = kMiB});
   ASSERT_NE(fixed, nullptr);
   absl::Status status = fixed->Truncate(2 * kMiB);
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(status.message(),
             "node 'raw0': cannot resize: its size is fixed (size=1048576 was "
             "given)");

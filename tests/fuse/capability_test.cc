@@ -84,6 +84,10 @@ TEST(NodeResizeTest, ARawNodeToTheEndOfItsChildResizesTheChild) {
   harness.Init();
   ASSERT_EQ(harness.Run(SetattrSizeRequest(1, kMiB)).header().error, 0);
   EXPECT_EQ(image.size(), 2 * kMiB);
+  // A size the file cannot have once the offset is added: EFBIG, as for a file past the file
+  // system's limit.
+  EXPECT_EQ(harness.Run(SetattrSizeRequest(1, INT64_MAX)).error(), EFBIG);
+  EXPECT_EQ(image.size(), 2 * kMiB);
 }
 
 // A refusal the kernel makes reaches the client as the kernel's errno.
