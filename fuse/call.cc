@@ -32,7 +32,7 @@ Answer Call::Submit(block::IoOp op, uint32_t flags, uint64_t offset, uint64_t le
   io.flags = flags;
   io.offset = offset;
   io.length = length;
-  const bool has_data = op == block::IoOp::kRead || op == block::IoOp::kWrite;
+  const bool has_data = block::HasData(op);
   io.iov = has_data ? state.data_iov : nullptr;
   io.iovcnt = has_data ? state.data_iov_count : 0;
   io.done = &Call::OnIoComplete;
