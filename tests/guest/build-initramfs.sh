@@ -58,6 +58,17 @@ copy_module() {
   esac
 }
 
+# Modules built into the kernel (virtio_pci, virtiofs and fuse are, in Debian's 6.12) need no
+# file; modules.builtin lists them by path.
+declare -A builtin
+if [[ -f $modules_dir/modules.builtin ]]; then
+  while IFS= read -r file; do
+    name=${file##*/}
+    name=${name%.ko}
+    builtin[${name//-/_}]=1
+  done <"$modules_dir/modules.builtin"
+fi
+
 # Depth-first over "depends=" in each module's .modinfo section, so every module follows the
 # modules it needs.
 declare -A visited
@@ -66,6 +77,7 @@ add_module() {
   local name=${1//-/_}
   [[ -n ${visited[$name]:-} ]] && return
   visited[$name]=1
+  [[ -n ${builtin[$name]:-} ]] && return
   local source=${module_path[$name]:-}
   [[ -n $source ]] || die "kernel module $name is not in $modules_dir"
   local target=$root/lib/modules/$name.ko

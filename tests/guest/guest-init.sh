@@ -11,6 +11,10 @@
 #   [direct_mib, ... + pattern_mib)     the guest copies the pattern here with O_DIRECT
 #   [parallel_mib, ... + pattern_mib)   ditto, by one O_DIRECT writer per MiB at the same time
 #   [fs_mib, fs_mib + fs_size_mib)      an ext4 filesystem made by the host (optional)
+#   [percpu_mib + c * pattern_mib, ...) CPU c copies the pattern here with O_DIRECT, pinned to
+#                                       itself, all CPUs at once (optional; with 2 or more CPUs,
+#                                       a multi-queue virtio-fs driver sends each CPU's requests
+#                                       on its own request queue)
 
 PATH=/bin
 export PATH
@@ -118,6 +122,33 @@ tail_bytes=$(dd if="$image" bs=4096 skip=$((size / 4096 - 1)) 2>/dev/null | wc -
 past_bytes=$(dd if="$image" bs=4096 skip=$((size / 4096)) count=1 2>/dev/null | wc -c)
 [ "$past_bytes" = 0 ] || fail "a read past the end returned $past_bytes bytes"
 step "end of file ok"
+
+# One O_DIRECT copier pinned to each CPU, all at once: Linux 6.10 and newer map CPUs to request
+# queues (virtio_fs_map_queues), so every queue gets READs and WRITEs; older kernels use the first.
+percpu_mib=$(param percpu_mib)
+cpus=$(nproc)
+if [ -n "$percpu_mib" ] && [ "$cpus" -ge 2 ]; then
+  copiers=
+  cpu=0
+  while [ "$cpu" -lt "$cpus" ]; do
+    taskset -c "$cpu" dd if="$image" of="$image" bs=4k count=$((pattern_mib * 256)) \
+      seek=$(((percpu_mib + cpu * pattern_mib) * 256)) iflag=direct oflag=direct conv=notrunc \
+      2>/dev/null &
+    copiers="$copiers $!"
+    cpu=$((cpu + 1))
+  done
+  for copier in $copiers; do
+    wait "$copier" || fail "a pinned O_DIRECT copier to $percpu_mib MiB failed"
+  done
+  cpu=0
+  while [ "$cpu" -lt "$cpus" ]; do
+    offset=$((percpu_mib + cpu * pattern_mib))
+    sha=$(region_sha256 "$image" "$offset" "$pattern_mib" iflag=direct)
+    [ "$sha" = "$pattern_sha256" ] || fail "CPU $cpu's copy at $offset MiB reads back as $sha"
+    cpu=$((cpu + 1))
+  done
+  step "per-CPU copies ok: $cpus CPUs"
+fi
 
 fs_mib=$(param fs_mib)
 if [ -n "$fs_mib" ]; then
