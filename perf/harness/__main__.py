@@ -31,9 +31,13 @@ def parse_args(repo):
                                       "BUILD_DIR/quick/<date-time> in quick mode)")
     parser.add_argument("--build-dir", default=os.path.join(repo, "build-perf"))
     parser.add_argument("--systems", default=",".join(matrix.SYSTEMS),
-                        help="comma list of limit, qsd, native, bexd, vhost (default all; "
-                             "vhost = bexd's vhost-user-fs export driven by vhost_bench)")
-    parser.add_argument("--drivers", default=",".join(matrix.DRIVERS), help="null,file")
+                        help="comma list of limit, qsd, native, bexd, vhost, virtiofsd (default "
+                             "all; vhost = bexd's vhost-user-fs export and virtiofsd = QEMU's "
+                             "reference daemon, both driven by vhost_bench)")
+    parser.add_argument("--drivers", default=",".join(matrix.DEFAULT_DRIVERS),
+                        help="comma list of null, file (the image with O_DIRECT on the host), "
+                             "pagecache (the image through the host page cache) (default "
+                             "null,file)")
     parser.add_argument("--queues", help="queue counts for bexd and the limit responder "
                                          "(default 1,2,4)")
     parser.add_argument("--workloads", help="comma list of RW-ENGINE-jN (default: all 16)")
@@ -45,6 +49,11 @@ def parse_args(repo):
     parser.add_argument("--limit-responder", help="limit_responder binary (default: built)")
     parser.add_argument("--vhost-bench", help="vhost_bench binary (default: built)")
     parser.add_argument("--qsd", default="qemu-storage-daemon", help="qemu-storage-daemon binary")
+    parser.add_argument("--virtiofsd", default="/usr/lib/qemu/virtiofsd",
+                        help="QEMU's C virtiofsd (package qemu-system-common)")
+    parser.add_argument("--virtiofsd-pools", default=",".join(map(str, matrix.VIRTIOFSD_POOLS)),
+                        help="virtiofsd --thread-pool-size values, one target each (default "
+                             "0,1,64)")
     parser.add_argument("--baseline", metavar="REV",
                         help="also measure bexd built at git revision REV (every bexd and vhost "
                              "target gets a base- twin, and the report compares the two)")
@@ -66,6 +75,9 @@ def parse_args(repo):
         args.queue_list = sorted({int(q) for q in args.queues.split(",")})
         if not args.queue_list or args.queue_list[0] < 1:
             raise ValueError("--queues must list counts of at least 1")
+        args.pool_list = sorted({int(t) for t in args.virtiofsd_pools.split(",")})
+        if not args.pool_list or args.pool_list[0] < 0:
+            raise ValueError("--virtiofsd-pools must list sizes of at least 0")
         args.workload_list = (matrix.all_workloads() if args.workloads is None else
                               [matrix.parse_workload(w) for w in args.workloads.split(",")])
     except ValueError as error:
@@ -90,11 +102,12 @@ def _choices(option, text, allowed):
 
 def find_binaries(args, repo):
     """Builds what is needed and returns {system: binary}; drops systems that cannot run."""
-    binaries = {"qsd": shutil.which(args.qsd) or args.qsd}
+    binaries = {"qsd": shutil.which(args.qsd) or args.qsd, "virtiofsd": args.virtiofsd}
     wanted = {"bexd": args.bexd, "limit": args.limit_responder, "vhost": args.vhost_bench}
     cmake_targets = {"bexd": "bexd", "limit": "limit_responder", "vhost": "vhost_bench"}
-    # The vhost system runs bexd too.
+    # The vhost system runs bexd too; vhost_bench (built as "vhost") drives virtiofsd.
     needed = set(args.system_list) | ({"bexd"} if "vhost" in args.system_list else set())
+    needed |= {"vhost"} if "virtiofsd" in args.system_list else set()
     to_build = [cmake_targets[s] for s, path in wanted.items() if path is None and s in needed]
     if to_build and not args.no_build and not args.dry_run:
         os.makedirs(args.out, exist_ok=True)
@@ -118,8 +131,9 @@ def find_binaries(args, repo):
             except build.BuildError as error:
                 sys.exit(f"error: {error}")
     usable = {system: bool(path and os.access(path, os.X_OK)) for system, path in binaries.items()}
+    usable["virtiofsd"] = usable["virtiofsd"] and usable["vhost"]  # vhost_bench drives it
     usable["vhost"] = usable["vhost"] and usable["bexd"]
-    for system in ("bexd", "limit", "qsd", "vhost"):
+    for system in ("bexd", "limit", "qsd", "vhost", "virtiofsd"):
         if system in args.system_list and not usable[system]:
             print(f"warning: no usable {system} binary ({binaries[system] or 'not built'}); "
                   f"leaving {system} out of this run", file=sys.stderr)
@@ -144,6 +158,28 @@ def check_not_tmpfs(path):
         sys.exit(f"error: image {path} is on {fs_type}; the file driver needs a real disk")
 
 
+def warm_page_cache(image):
+    """Reads the whole image, so that pagecache cells measure the host page cache rather than
+    whatever of the image the cells before (O_DIRECT writes invalidate cached pages) left in it."""
+    with open(image, "rb", buffering=0) as source:
+        buffer = bytearray(1 << 20)
+        while source.readinto(buffer):
+            pass
+
+
+def prepare_share(share_dir, image):
+    """virtiofsd shares a directory: it holds the image as n0, a hard link (virtiofsd chroots into
+    the directory, so a symbolic link out of it would not resolve)."""
+    os.makedirs(share_dir, exist_ok=True)
+    for name in os.listdir(share_dir):
+        os.unlink(os.path.join(share_dir, name))
+    try:
+        os.link(image, os.path.join(share_dir, "n0"))
+    except OSError as error:
+        sys.exit(f"error: cannot link the image {image} into virtiofsd's share {share_dir} "
+                 f"({error}); both must be on one filesystem (see --image, --build-dir)")
+
+
 def prepare_mountpoint(path):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     if systems.is_mounted(path):
@@ -163,8 +199,10 @@ class Run:
         self.binaries = binaries
         self.mountpoint = os.path.join(args.build_dir, "bench", "export")
         self.socket_path = os.path.join(args.build_dir, "bench", "vhost.sock")
+        self.share_dir = os.path.join(args.build_dir, "bench", "virtiofsd-share")
         self.targets = matrix.targets(args.system_list, args.driver_list, args.queue_list,
-                                      baseline=bool(args.baseline))
+                                      baseline=bool(args.baseline),
+                                      virtiofsd_pools=args.pool_list)
         self.workloads = args.workload_list
         self.raw_rows = []
         self.memory_rows = []
@@ -184,13 +222,14 @@ class Run:
 
     def daemon_command(self, target):
         return systems.daemon_command(target, self.binaries, self.args.image, self.mountpoint,
-                                      self.args.size, self.socket_path)
+                                      self.args.size, self.socket_path, self.share_dir)
 
     def cell_command(self, target, workload):
-        """The fio command of a cell, or for the vhost system the vhost_bench command."""
-        if target.system == "vhost":
+        """The fio command of a cell, or for vhost-user-fs backends the vhost_bench command."""
+        if target.system in matrix.VHOST_SYSTEMS:
             return vhost.bench_command(self.binaries["vhost"], workload, self.socket_path,
-                                       target.queues, self.args.runtime, self.args.ramp)
+                                       target.queues, self.args.runtime, self.args.ramp,
+                                       direct=target.driver == "file")
         filename = self.args.image if target.system == "native" else self.mountpoint
         return fio.fio_command(workload, filename, self.args.runtime, self.args.ramp)
 
@@ -200,10 +239,15 @@ class Run:
     def cells_per_rep(self):
         return sum(len(self.workloads_of(t)) for t in self.targets)
 
+    def daemon_starts_per_rep(self):
+        return sum(len(self.workloads_of(t)) if t.system == "virtiofsd" else 1
+                   for t in self.targets)
+
     def estimate_s(self):
         cells = self.cells_per_rep()
         per_cell = self.args.runtime + self.args.ramp + CELL_OVERHEAD_S
-        return self.args.reps * (cells * per_cell + len(self.targets) * DAEMON_OVERHEAD_S)
+        return self.args.reps * (cells * per_cell +
+                                 self.daemon_starts_per_rep() * DAEMON_OVERHEAD_S)
 
     def write_commands(self):
         lines = ["# Commands of this run", ""]
@@ -229,21 +273,38 @@ class Run:
 
     def run_target(self, rep, target, done, total, started):
         """Runs every workload against `target`; returns the new count of cells done."""
+        if target.system == "virtiofsd":
+            # virtiofsd serves one frontend connection and exits: one daemon per cell, and no
+            # memory figures (it is gone when the cell ends).
+            for workload in self.workloads_of(target):
+                done = self.serve(rep, target, [workload], done, total, started, memory=False)
+        else:
+            done = self.serve(rep, target, self.workloads_of(target), done, total, started,
+                              memory=True)
+        # Cells skipped after a daemon failure still count toward the progress total.
+        return max(done, self.cells_before(rep, target))
+
+    def serve(self, rep, target, workloads, done, total, started, memory):
+        """Starts `target`'s daemon, runs `workloads` against it and stops it; returns the new
+        count of cells done. With `memory`, records the daemon's memory use."""
         command = self.daemon_command(target)
         daemon = None
         if command:
             log_path = os.path.join(self.args.out, "logs", f"{target.name}.log")
-            if target.system == "vhost":
+            if target.system in matrix.VHOST_SYSTEMS:
                 daemon = systems.Daemon(command, log_path, socket_path=self.socket_path)
             else:
                 daemon = systems.Daemon(command, log_path, mountpoint=self.mountpoint,
                                         size=self.args.size)
         try:
+            if target.driver == "pagecache":
+                warm_page_cache(self.args.image)
             if daemon:
                 daemon.start()
                 time.sleep(0.5)
-                idle_rss, _ = systems.read_memory_kb(daemon.pid)
-            for workload in self.workloads_of(target):
+                if memory:
+                    idle_rss, _ = systems.read_memory_kb(daemon.pid)
+            for workload in workloads:
                 done += 1
                 row = self.run_cell(rep, target, workload, daemon, command)
                 elapsed = time.monotonic() - started
@@ -251,7 +312,7 @@ class Run:
                 result = f"{row['iops'] / 1000:8.1f}k IOPS" if row else "  failed"
                 print(f"[{done:4}/{total}] rep {rep} {target.name:14} {workload.name:17} {result}"
                       f"   (eta {eta // 60}:{eta % 60:02})", flush=True)
-            if daemon:
+            if daemon and memory:
                 after_rss, after_hwm = systems.read_memory_kb(daemon.pid)
                 self.memory_rows.append({"rep": rep, "target": target.name,
                                          "idle_rss_kib": idle_rss, "after_rss_kib": after_rss,
@@ -264,8 +325,7 @@ class Run:
                     daemon.stop()
                 except systems.DaemonError as error:
                     self.error(f"rep {rep} {target.name}: {error}")
-        # Cells skipped after a daemon failure still count toward the progress total.
-        return max(done, self.cells_before(rep, target))
+        return done
 
     def cells_before(self, rep, target):
         """Cells done once `target` of repetition `rep` is over, for the progress count."""
@@ -282,7 +342,7 @@ class Run:
         wall_before = time.monotonic()
         timeout = self.args.runtime + self.args.ramp + 120
         try:
-            if target.system == "vhost":
+            if target.system in matrix.VHOST_SYSTEMS:
                 result = vhost.run_bench(command, timeout)
             else:
                 result = fio.run_fio(command, timeout)
@@ -355,10 +415,12 @@ def main():
                 print(" ".join(run.cell_command(target, run.workloads_of(target)[0])))
         return 0
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
-    if "file" in args.driver_list:
+    if "file" in args.driver_list or "pagecache" in args.driver_list:
         prepare_image(args.image, args.size)
         check_not_tmpfs(args.image)
     prepare_mountpoint(run.mountpoint)
+    if "virtiofsd" in args.system_list:
+        prepare_share(run.share_dir, args.image)
     os.makedirs(os.path.dirname(run.socket_path), exist_ok=True)
     run.facts = machine.describe(repo, binaries, args.image)
     run.write_commands()

@@ -5,8 +5,15 @@ from dataclasses import dataclass
 RW_KINDS = ("read", "write", "randread", "randwrite")
 ENGINES = ("aio", "sync")
 NUMJOBS = (1, 4)
-DRIVERS = ("null", "file")
-SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost")
+# file: the image with O_DIRECT on the host; pagecache: the same image through the host page cache
+# (bexd and QSD cache.direct=off, virtiofsd without allow_direct_io). pagecache runs on request.
+DRIVERS = ("null", "file", "pagecache")
+DEFAULT_DRIVERS = ("null", "file")
+SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost", "virtiofsd")
+# Thread pool sizes of the virtiofsd targets (--thread-pool-size; 0 = the queue thread itself).
+VIRTIOFSD_POOLS = (0, 1, 64)
+# Systems driven by vhost_bench instead of fio: bexd's vhost-user-fs export and QEMU's virtiofsd.
+VHOST_SYSTEMS = ("vhost", "virtiofsd")
 
 
 @dataclass(frozen=True)
@@ -27,11 +34,12 @@ class Workload:
 @dataclass(frozen=True)
 class Target:
     system: str  # one of SYSTEMS; vhost is bexd's vhost-user-fs export driven by vhost_bench
-    driver: str  # null or file; the limit responder counts as null (it serves zeroes)
+    driver: str  # one of DRIVERS; the limit responder counts as null (it serves zeroes)
     queues: int  # FUSE queues (vhost: request rings); 1 for systems without multi-queue FUSE
     # bexd and vhost only: served by the baseline build (--baseline REV) instead of this tree's,
     # to compare two versions of bexd in one run.
     baseline: bool = False
+    threads: int = 0  # virtiofsd only: its --thread-pool-size
 
     @property
     def name(self):
@@ -40,6 +48,8 @@ class Target:
         if self.system in ("bexd", "vhost"):
             prefix = "base-" if self.baseline else ""
             return f"{prefix}{self.system}-{self.driver}-q{self.queues}"
+        if self.system == "virtiofsd":
+            return f"virtiofsd-{self.driver}-t{self.threads}"
         return f"{self.system}-{self.driver}"
 
     @property
@@ -55,7 +65,7 @@ class Target:
     def runs(self, workload):
         """Whether `workload` applies: vhost_bench drives each ring from one thread, so it has no
         numjobs; its aio cells keep 16 requests in flight per ring, its sync cells one."""
-        return self.system != "vhost" or workload.numjobs == 1
+        return self.system not in VHOST_SYSTEMS or workload.numjobs == 1
 
 
 def all_workloads():
@@ -72,9 +82,10 @@ def parse_workload(name):
     return Workload(parts[0], parts[1], int(parts[2][1:]))
 
 
-def targets(systems, drivers, queue_counts, baseline=False):
+def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRTIOFSD_POOLS):
     """All targets for the chosen systems, drivers and queue counts, in a stable order; with
-    `baseline`, every bexd and vhost target is followed by its baseline twin."""
+    `baseline`, every bexd and vhost target is followed by its baseline twin. virtiofsd (one
+    request queue) serves the file drivers only, once per thread pool size."""
     result = []
     for driver in drivers:
         if "limit" in systems and driver == "null":
@@ -88,4 +99,6 @@ def targets(systems, drivers, queue_counts, baseline=False):
                 result += [Target(system, driver, q) for q in queue_counts]
                 if baseline:
                     result += [Target(system, driver, q, baseline=True) for q in queue_counts]
+        if "virtiofsd" in systems and driver != "null":
+            result += [Target("virtiofsd", driver, 1, threads=t) for t in virtiofsd_pools]
     return result

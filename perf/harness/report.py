@@ -2,7 +2,7 @@
 
 import statistics
 
-from harness.matrix import Target
+from harness.matrix import DRIVERS, VHOST_SYSTEMS, Target
 
 RAW_COLUMNS = ["rep", "target", "system", "driver", "queues", "workload", "rw", "engine",
                "numjobs", "iops", "bw_kib", "lat_mean_us", "lat_p99_us", "daemon_cpu_pct",
@@ -12,7 +12,10 @@ RAW_COLUMNS = ["rep", "target", "system", "driver", "queues", "workload", "rw", 
 SUMMARY_COLUMNS = ["target", "system", "driver", "queues", "workload", "reps", "iops_median",
                    "iops_min", "iops_max", "spread_pct", "lat_mean_us_median",
                    "daemon_cpu_us_per_io_median", "vs_qsd", "vs_limit_same_queues", "vs_native",
-                   "vs_one_queue", "vs_base"]
+                   "vs_one_queue", "vs_base", "vs_best_virtiofsd"]
+
+# Issue 15: bexd's vhost-user-fs export against the best virtiofsd thread pool, same host cache.
+VIRTIOFSD_GOAL = 1.5
 
 
 def write_tsv(path, columns, rows):
@@ -53,6 +56,24 @@ class Summary:
             return None
         return mine / other
 
+    def best_virtiofsd(self, driver, workload_name):
+        """The virtiofsd target with the highest median for `driver` in that workload, as
+        (name, median), or None when no virtiofsd target measured it."""
+        measured = [(self.median(t.name, workload_name), t.name) for t in self.targets
+                    if t.system == "virtiofsd" and t.driver == driver]
+        measured = [(median, name) for median, name in measured if median]
+        if not measured:
+            return None
+        median, name = max(measured)
+        return name, median
+
+    def vs_best_virtiofsd(self, target, workload):
+        best = self.best_virtiofsd(target.driver, workload.name)
+        mine = self.median(target.name, workload.name)
+        if best is None or mine is None:
+            return None
+        return mine / best[1]
+
     def references(self, target):
         """The targets a bexd target is compared with: (column label, target name)."""
         refs = [("QSD", f"qsd-{target.driver}")]
@@ -84,6 +105,8 @@ class Summary:
                     row["vs_one_queue"] = _fmt_ratio(self.ratio(target, workload, one_queue.name))
                 if target.system in ("bexd", "vhost") and not target.baseline:
                     row["vs_base"] = _fmt_ratio(self.ratio(target, workload, target.base.name))
+                if target.system == "vhost":
+                    row["vs_best_virtiofsd"] = _fmt_ratio(self.vs_best_virtiofsd(target, workload))
                 rows.append(row)
         return rows
 
@@ -168,7 +191,28 @@ def check_targets(summary):
     checks.append((f"more queues never lose at QD1 (sync cells, q>1 vs q1; {compared} cells)",
                    verdict, failing))
     checks.append(_check_against_baseline(summary))
+    checks.append(_check_against_virtiofsd(summary))
     return checks
+
+
+def _check_against_virtiofsd(summary):
+    """Every vhost-user-fs cell of bexd at least VIRTIOFSD_GOAL× the best virtiofsd thread pool
+    with the same host cache (file: O_DIRECT on both; pagecache: the host page cache on both)."""
+    failing, compared = [], 0
+    for target in summary.targets:
+        if target.system != "vhost" or target.baseline:
+            continue
+        for workload in summary.workloads:
+            ratio = summary.vs_best_virtiofsd(target, workload)
+            if ratio is None:
+                continue
+            compared += 1
+            if ratio < VIRTIOFSD_GOAL:
+                best = summary.best_virtiofsd(target.driver, workload.name)[0]
+                failing.append(f"{target.name} {workload.name} ({ratio:.2f}× {best})")
+    verdict = "not measured" if compared == 0 else ("met" if not failing else "NOT met")
+    return (f"vhost-user-fs: every cell ≥ {VIRTIOFSD_GOAL}× the best virtiofsd thread pool with "
+            f"the same host cache ({compared} cells)", verdict, failing)
 
 
 def _check_against_baseline(summary):
@@ -204,9 +248,10 @@ def markdown(summary, facts, settings, memory_rows, chart_files):
                  "Ratios compare medians. bs=4k, direct=1; aio = libaio QD16, sync = pvsync2 QD1; "
                  "jN = numjobs N (group_reporting, all jobs on the one file).")
     lines.append("")
-    for driver in ("null", "file"):
+    for driver in DRIVERS:
         lines += _driver_table(summary, driver)
     lines += _vhost_table(summary)
+    lines += _virtiofsd_table(summary)
     lines += _cpu_table(summary)
     lines += _memory_table(memory_rows)
     lines += ["## Goals", ""]
@@ -225,7 +270,8 @@ def markdown(summary, facts, settings, memory_rows, chart_files):
 
 
 def _driver_table(summary, driver):
-    targets = [t for t in summary.targets if t.driver == driver and t.system != "vhost"]
+    targets = [t for t in summary.targets
+               if t.driver == driver and t.system not in VHOST_SYSTEMS]
     if not targets:
         return []
     bexd = [t for t in targets if t.system == "bexd" and not t.baseline]
@@ -271,6 +317,42 @@ def _vhost_table(summary):
             cells.append("–" if ratio is None else f"{ratio:.2f}")
         lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
     lines.append("")
+    return lines
+
+
+def _virtiofsd_table(summary):
+    """bexd's vhost-user-fs export against QEMU's virtiofsd, both driven by vhost_bench, per host
+    cache mode: every ring count of bexd against the best virtiofsd thread pool of the cell."""
+    lines = []
+    for driver in DRIVERS:
+        theirs = [t for t in summary.targets if t.system == "virtiofsd" and t.driver == driver]
+        ours = [t for t in summary.targets
+                if t.system == "vhost" and t.driver == driver and not t.baseline]
+        if not theirs or not ours:
+            continue
+        cache = ("O_DIRECT on the host: bexd cache.direct=on,aio=native; virtiofsd "
+                 "allow_direct_io, and OPEN carries O_DIRECT" if driver == "file" else
+                 "the host page cache: bexd cache.direct=off,aio=native; virtiofsd without "
+                 "allow_direct_io; the image is read into the cache before each target")
+        header = (["workload"] + [t.name for t in ours + theirs] + ["best virtiofsd"] +
+                  [f"q{t.queues}/best" for t in ours])
+        lines += [f"## vhost-user-fs: bexd against virtiofsd, {driver} ({cache})", "",
+                  "Requests/s through vhost_bench. virtiofsd 7.2 serves one request queue; tN is "
+                  "its --thread-pool-size (0: the queue thread does the I/O itself). qN/best: "
+                  "bexd with N rings (N × the in-flight requests) against the best virtiofsd "
+                  "configuration of the row; q1 is the like-for-like load.", "",
+                  "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for workload in summary.workloads:
+            if not ours[0].runs(workload):
+                continue
+            cells = [_kiops(summary.cells.get((t.name, workload.name))) for t in ours + theirs]
+            best = summary.best_virtiofsd(driver, workload.name)
+            cells.append("–" if best is None else best[0].rsplit("-", 1)[1])
+            for target in ours:
+                ratio = summary.vs_best_virtiofsd(target, workload)
+                cells.append("–" if ratio is None else f"{ratio:.2f}")
+            lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
+        lines.append("")
     return lines
 
 
