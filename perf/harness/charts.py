@@ -5,7 +5,7 @@ import os
 import shutil
 import subprocess
 
-from harness.matrix import DRIVERS, VHOST_SYSTEMS
+from harness.matrix import DRIVERS, GUEST_SYSTEMS, VHOST_SYSTEMS
 
 
 class ChartError(Exception):
@@ -32,7 +32,8 @@ def _has_data(summary, target):
 def iops_per_cell(summary, driver, out_dir):
     """Clustered bars: kIOPS per workload, one bar per system. Returns the PNG name or None."""
     targets = [t for t in summary.targets
-               if t.driver == driver and t.system not in VHOST_SYSTEMS and _has_data(summary, t)]
+               if t.driver == driver and t.system not in VHOST_SYSTEMS + GUEST_SYSTEMS and
+               _has_data(summary, t)]
     if not targets:
         return None
     data = os.path.join(out_dir, f"iops-{driver}.dat")

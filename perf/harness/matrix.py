@@ -9,11 +9,19 @@ NUMJOBS = (1, 4)
 # (bexd and QSD cache.direct=off, virtiofsd without allow_direct_io). pagecache runs on request.
 DRIVERS = ("null", "file", "pagecache")
 DEFAULT_DRIVERS = ("null", "file")
-SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost", "virtiofsd")
+SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost", "virtiofsd", "guest-bexd",
+           "guest-virtiofsd")
+# The guest systems (fio in a QEMU guest under TCG) are slow; they run on request.
+DEFAULT_SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost", "virtiofsd")
 # Thread pool sizes of the virtiofsd targets (--thread-pool-size; 0 = the queue thread itself).
 VIRTIOFSD_POOLS = (0, 1, 64)
 # Systems driven by vhost_bench instead of fio: bexd's vhost-user-fs export and QEMU's virtiofsd.
 VHOST_SYSTEMS = ("vhost", "virtiofsd")
+# The same two backends under a real guest: fio runs in the guest on its virtio-fs mount.
+GUEST_SYSTEMS = ("guest-bexd", "guest-virtiofsd")
+# What serves each vhost-user-fs system: bexd's export or virtiofsd.
+BACKEND = {"vhost": "bexd", "guest-bexd": "bexd", "virtiofsd": "virtiofsd",
+           "guest-virtiofsd": "virtiofsd"}
 
 
 @dataclass(frozen=True)
@@ -45,11 +53,11 @@ class Target:
     def name(self):
         if self.system == "limit":
             return f"limit-q{self.queues}"
-        if self.system in ("bexd", "vhost"):
+        if self.system in ("bexd", "vhost", "guest-bexd"):
             prefix = "base-" if self.baseline else ""
             return f"{prefix}{self.system}-{self.driver}-q{self.queues}"
-        if self.system == "virtiofsd":
-            return f"virtiofsd-{self.driver}-t{self.threads}"
+        if self.system in ("virtiofsd", "guest-virtiofsd"):
+            return f"{self.system}-{self.driver}-t{self.threads}"
         return f"{self.system}-{self.driver}"
 
     @property
@@ -85,7 +93,8 @@ def parse_workload(name):
 def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRTIOFSD_POOLS):
     """All targets for the chosen systems, drivers and queue counts, in a stable order; with
     `baseline`, every bexd and vhost target is followed by its baseline twin. virtiofsd (one
-    request queue) serves the file drivers only, once per thread pool size."""
+    request queue) serves the file drivers only, once per thread pool size; so does its guest
+    twin."""
     result = []
     for driver in drivers:
         if "limit" in systems and driver == "null":
@@ -101,4 +110,8 @@ def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRT
                     result += [Target(system, driver, q, baseline=True) for q in queue_counts]
         if "virtiofsd" in systems and driver != "null":
             result += [Target("virtiofsd", driver, 1, threads=t) for t in virtiofsd_pools]
+        if "guest-bexd" in systems:
+            result += [Target("guest-bexd", driver, q) for q in queue_counts]
+        if "guest-virtiofsd" in systems and driver != "null":
+            result += [Target("guest-virtiofsd", driver, 1, threads=t) for t in virtiofsd_pools]
     return result

@@ -8,6 +8,8 @@ import subprocess
 import threading
 import time
 
+from harness.matrix import BACKEND
+
 MOUNT_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
 
@@ -30,7 +32,8 @@ def daemon_command(target, binaries, image, mountpoint, size, socket_path, share
     if target.system == "limit":
         return [binaries["limit"], f"--mountpoint={mountpoint}", f"--size={size}",
                 f"--queues={target.queues}"]
-    if target.system == "virtiofsd":
+    backend = BACKEND.get(target.system, target.system)
+    if backend == "virtiofsd":
         # Its seccomp filter kills it when glibc creates a ninth malloc arena (thread pools above
         # 8). The chroot sandbox keeps it one process, so its CPU time can be read; the namespace
         # sandbox would fork. cache=none: FOPEN_DIRECT_IO, as bexd answers OPEN. O_DIRECT from
@@ -41,13 +44,13 @@ def daemon_command(target, binaries, image, mountpoint, size, socket_path, share
         if target.driver == "file":
             command += ["-o", "allow_direct_io"]
         return command
-    if target.system in ("bexd", "vhost"):
+    if backend == "bexd":
         if target.driver == "null":
             node = f"driver=null,node-name=n0,size={size},read-zeroes=on"
         else:
             node = (f"driver=file,node-name=n0,filename={image},{FILE_CACHE[target.driver]},"
                     "aio=native")
-        if target.system == "vhost":
+        if target.system != "bexd":
             export = (f"type=vhost-user-fs,id=e0,node-name=n0,addr.type=unix,"
                       f"addr.path={socket_path},tag=bench,writable=on,"
                       f"num-request-queues={target.queues}")
@@ -143,6 +146,24 @@ def read_cpu_seconds(pid):
     # The command name is in parentheses and may contain spaces; fields follow the last ')'.
     fields = text[text.rindex(")") + 2:].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def read_context_switches(pid):
+    """Voluntary plus involuntary context switches of the live threads of `pid`."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/status") as status:
+                    for line in status:
+                        if line.startswith(("voluntary_ctxt_switches:",
+                                            "nonvoluntary_ctxt_switches:")):
+                            total += int(line.split()[1])
+            except FileNotFoundError:
+                pass  # the thread ended meanwhile
+    except OSError as error:
+        raise DaemonError(f"cannot read the threads of process {pid}: {error}") from None
+    return total
 
 
 def _log_tail(path, lines=15):
