@@ -391,13 +391,15 @@ class Run:
         return done
 
     def guest_row(self, rep, target, workload, result, daemon_command, loadavg):
-        """The raw row of one cell run in a guest, or None (error recorded) if it failed. CPU
-        figures cover the fio run from start to end, ramp included, as for fio on the host."""
+        """The raw row of one cell run in a guest, or None (error recorded) if it failed. The
+        costs per request are what the backend and QEMU spent from the start of fio to its end,
+        divided by the requests of runtime and ramp (fio's IOPS × their length): fio's start
+        under TCG, seconds of it, does no I/O and costs the backend nothing."""
         cell = f"rep {rep} {target.name} {workload.name}"
         if result is None:
             self.error(f"{cell}: the guest did not run it")
             return None
-        text, start, end = result
+        text, start, end, syscalls = result
         command = self.cell_command(target, workload)
         try:
             measured = fio.parse_report(text, command)
@@ -406,14 +408,14 @@ class Run:
             return None
         row = self.make_row(rep, target, workload, measured, command, daemon_command, loadavg)
         if end is not None and measured["iops"] > 0:
-            wall = end.time - start.time
-            row["daemon_cpu_pct"] = (end.daemon_cpu - start.daemon_cpu) / wall * 100
-            row["daemon_cpu_us_per_io"] = ((end.daemon_cpu - start.daemon_cpu) / wall /
-                                           measured["iops"] * 1e6)
-            row["qemu_cpu_us_per_io"] = ((end.qemu_cpu - start.qemu_cpu) / wall /
-                                         measured["iops"] * 1e6)
-            row["daemon_switches_per_io"] = ((end.daemon_switches - start.daemon_switches) /
-                                             wall / measured["iops"])
+            requests = measured["iops"] * (self.args.runtime + self.args.ramp)
+            row["daemon_cpu_pct"] = ((end.daemon_cpu - start.daemon_cpu) /
+                                     (end.time - start.time) * 100)
+            row["daemon_cpu_us_per_io"] = (end.daemon_cpu - start.daemon_cpu) / requests * 1e6
+            row["qemu_cpu_us_per_io"] = (end.qemu_cpu - start.qemu_cpu) / requests * 1e6
+            row["daemon_switches_per_io"] = (end.daemon_switches - start.daemon_switches) / requests
+            if syscalls is not None:
+                row["daemon_syscalls_per_io"] = syscalls / requests
         self.raw_rows.append(row)
         return row
 

@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import time
 
@@ -100,10 +101,47 @@ class _Sample:
         self.qemu_cpu = systems.read_cpu_seconds(qemu_pid)
 
 
+class SyscallCounter:
+    """`perf stat` counting the system calls of a process's threads (those that exist when it
+    starts: a thread pool that grows later is undercounted) from start() to stop(). Without perf
+    (package linux-perf), or when it cannot attach, stop() returns None."""
+
+    def __init__(self, pid, output_path):
+        self.output_path = output_path
+        self.process = None
+        if shutil.which("perf") is None:
+            return
+        self.process = subprocess.Popen(
+            ["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter", "-p", str(pid), "-o",
+             output_path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+
+    def stop(self):
+        if self.process is None:
+            return None
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return None
+        try:
+            with open(self.output_path) as output:
+                for line in output:
+                    fields = line.split(",")
+                    if len(fields) > 2 and fields[2] == "raw_syscalls:sys_enter":
+                        return int(fields[0]) if fields[0].isdigit() else None
+        except OSError:
+            pass
+        return None
+
+
 def run(command, console_path, daemon, log_path, timeout_s):
     """Boots the guest and waits for it to power off. Returns {cell name: (the console text of
-    the cell's fio JSON, the sample at its start, the sample at its end)}. Raises GuestError when
-    QEMU fails, the daemon dies, or the guest does not finish within `timeout_s`."""
+    the cell's fio JSON, the sample at its start, the sample at its end, the daemon's system calls
+    in between or None)}. Raises GuestError when QEMU fails, the daemon dies, or the guest does
+    not finish within `timeout_s`."""
     if os.path.exists(console_path):
         os.unlink(console_path)
     with open(log_path, "ab") as log:
@@ -111,7 +149,8 @@ def run(command, console_path, daemon, log_path, timeout_s):
         log.flush()
         qemu = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT)
-    starts, ends = {}, {}
+    starts, ends, syscalls = {}, {}, {}
+    counter = None
     lines_done = 0
     deadline = time.monotonic() + timeout_s
     try:
@@ -133,11 +172,17 @@ def run(command, console_path, daemon, log_path, timeout_s):
             for line in lines[lines_done:]:
                 if match := _START.match(line.strip()):
                     starts[match.group(1)] = _Sample(daemon.pid, qemu.pid)
+                    counter = SyscallCounter(daemon.pid, console_path + ".perf-stat")
                 elif match := _END.match(line.strip()):
                     ends[match.group(1)] = _Sample(daemon.pid, qemu.pid)
+                    if counter is not None:
+                        syscalls[match.group(1)] = counter.stop()
+                        counter = None
             lines_done = len(lines)
             time.sleep(POLL_S)
     finally:
+        if counter is not None:
+            counter.stop()
         if qemu.poll() is None:
             qemu.kill()
         qemu.wait()
@@ -152,7 +197,8 @@ def run(command, console_path, daemon, log_path, timeout_s):
     for name, start in starts.items():
         match = re.search(rf"BEXD-CELL-JSON-BEGIN {re.escape(name)}\r?\n(.*?)"
                           rf"BEXD-CELL-JSON-END {re.escape(name)}", seen, re.S)
-        results[name] = (match.group(1) if match else "", start, ends.get(name))
+        results[name] = (match.group(1) if match else "", start, ends.get(name),
+                         syscalls.get(name))
     return results
 
 

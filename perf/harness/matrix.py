@@ -44,8 +44,8 @@ class Target:
     system: str  # one of SYSTEMS; vhost is bexd's vhost-user-fs export driven by vhost_bench
     driver: str  # one of DRIVERS; the limit responder counts as null (it serves zeroes)
     queues: int  # FUSE queues (vhost: request rings); 1 for systems without multi-queue FUSE
-    # bexd and vhost only: served by the baseline build (--baseline REV) instead of this tree's,
-    # to compare two versions of bexd in one run.
+    # bexd, vhost and guest-bexd only: served by the baseline build (--baseline REV) instead of
+    # this tree's, to compare two versions of bexd in one run.
     baseline: bool = False
     threads: int = 0  # virtiofsd only: its --thread-pool-size
 
@@ -92,7 +92,7 @@ def parse_workload(name):
 
 def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRTIOFSD_POOLS):
     """All targets for the chosen systems, drivers and queue counts, in a stable order; with
-    `baseline`, every bexd and vhost target is followed by its baseline twin. virtiofsd (one
+    `baseline`, every bexd, vhost and guest-bexd target is followed by its baseline twin. virtiofsd (one
     request queue) serves the file drivers only, once per thread pool size; so does its guest
     twin."""
     result = []
@@ -112,6 +112,8 @@ def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRT
             result += [Target("virtiofsd", driver, 1, threads=t) for t in virtiofsd_pools]
         if "guest-bexd" in systems:
             result += [Target("guest-bexd", driver, q) for q in queue_counts]
+            if baseline:
+                result += [Target("guest-bexd", driver, q, baseline=True) for q in queue_counts]
         if "guest-virtiofsd" in systems and driver != "null":
             result += [Target("guest-virtiofsd", driver, 1, threads=t) for t in virtiofsd_pools]
     return result

@@ -7,13 +7,17 @@ from harness.matrix import DRIVERS, GUEST_SYSTEMS, VHOST_SYSTEMS, Target
 RAW_COLUMNS = ["rep", "target", "system", "driver", "queues", "workload", "rw", "engine",
                "numjobs", "iops", "bw_kib", "lat_mean_us", "lat_p99_us", "daemon_cpu_pct",
                "daemon_cpu_us_per_io", "fio_usr_pct", "fio_sys_pct", "loadavg", "daemon_command",
-               "fio_command", "qemu_cpu_us_per_io", "daemon_switches_per_io"]
+               "fio_command", "qemu_cpu_us_per_io", "daemon_switches_per_io",
+               "daemon_syscalls_per_io"]
 
 SUMMARY_COLUMNS = ["target", "system", "driver", "queues", "workload", "reps", "iops_median",
                    "iops_min", "iops_max", "spread_pct", "lat_mean_us_median",
                    "daemon_cpu_us_per_io_median", "vs_qsd", "vs_limit_same_queues", "vs_native",
                    "vs_one_queue", "vs_base", "vs_best_virtiofsd", "qemu_cpu_us_per_io_median",
-                   "daemon_switches_per_io_median"]
+                   "daemon_switches_per_io_median", "daemon_syscalls_per_io_median"]
+
+# The systems bexd serves (the ones with baseline twins).
+BEXD_SYSTEMS = ("bexd", "vhost", "guest-bexd")
 
 # Issue 15, bexd's vhost-user-fs export against the best virtiofsd thread pool with the same host
 # cache: each bexd system, the virtiofsd system it is compared with, and the goal.
@@ -106,7 +110,7 @@ class Summary:
                 if target.system == "vhost":
                     one_queue = Target("vhost", target.driver, 1, target.baseline)
                     row["vs_one_queue"] = _fmt_ratio(self.ratio(target, workload, one_queue.name))
-                if target.system in ("bexd", "vhost") and not target.baseline:
+                if target.system in BEXD_SYSTEMS and not target.baseline:
                     row["vs_base"] = _fmt_ratio(self.ratio(target, workload, target.base.name))
                 if target.system in VIRTIOFSD_PEERS and not target.baseline:
                     row["vs_best_virtiofsd"] = _fmt_ratio(self.vs_best_virtiofsd(target, workload))
@@ -132,6 +136,7 @@ def _summarize(rows):
         "daemon_cpu_us_per_io_median": median_of("daemon_cpu_us_per_io"),
         "qemu_cpu_us_per_io_median": median_of("qemu_cpu_us_per_io"),
         "daemon_switches_per_io_median": median_of("daemon_switches_per_io"),
+        "daemon_syscalls_per_io_median": median_of("daemon_syscalls_per_io"),
     }
 
 
@@ -231,7 +236,7 @@ def _check_against_baseline(summary):
     repetition below the baseline's worst."""
     failing, compared = [], 0
     for target in summary.targets:
-        if target.system not in ("bexd", "vhost") or target.baseline:
+        if target.system not in BEXD_SYSTEMS or target.baseline:
             continue
         for workload in summary.workloads:
             mine = summary.cells.get((target.name, workload.name))
@@ -341,8 +346,7 @@ def _virtiofsd_table(summary, system):
     lines = []
     for driver in DRIVERS:
         theirs = [t for t in summary.targets if t.system == peer and t.driver == driver]
-        ours = [t for t in summary.targets
-                if t.system == system and t.driver == driver and not t.baseline]
+        ours = [t for t in summary.targets if t.system == system and t.driver == driver]
         if not theirs or not ours:
             continue
         cache = ("O_DIRECT on the host: bexd cache.direct=on,aio=native; virtiofsd "
@@ -350,7 +354,7 @@ def _virtiofsd_table(summary, system):
                  "the host page cache: bexd cache.direct=off,aio=native; virtiofsd without "
                  "allow_direct_io; the image is read into the cache before each target")
         header = (["workload"] + [t.name for t in ours + theirs] + ["best virtiofsd"] +
-                  [f"q{t.queues}/best" for t in ours])
+                  [f"{'base ' if t.baseline else ''}q{t.queues}/best" for t in ours])
         if system == "vhost":
             how = ("Requests/s through vhost_bench. virtiofsd 7.2 serves one request queue; tN "
                    "is its --thread-pool-size (0: the queue thread does the I/O itself). qN/best: "
@@ -387,9 +391,11 @@ def _guest_cost_table(summary):
     if not targets:
         return []
     lines = ["## Real guest: cost per request (median)", "",
-             "backend CPU µs / backend context switches / QEMU CPU µs, per request, over the "
-             "fio run (ramp included) as sampled when the guest's console marks its start and "
-             "end.", "",
+             "backend CPU µs / backend context switches / backend system calls / QEMU CPU µs "
+             "(the guest's vCPUs and QEMU's main loop), per request: what each spent while fio "
+             "ran (sampled when the guest's console marks its start and end) over the requests "
+             "of runtime and ramp. System calls: `perf stat -e raw_syscalls:sys_enter -p` on the "
+             "backend's threads that exist when fio starts (– without perf).", "",
              "| workload | " + " | ".join(t.name for t in targets) + " |",
              "|" + "---|" * (len(targets) + 1)]
     for workload in summary.workloads:
@@ -399,8 +405,10 @@ def _guest_cost_table(summary):
             if cell is None or cell["daemon_cpu_us_per_io_median"] == "":
                 cells.append("–")
                 continue
+            syscalls = cell["daemon_syscalls_per_io_median"]
             cells.append(f"{cell['daemon_cpu_us_per_io_median']:.0f} / "
                          f"{cell['daemon_switches_per_io_median']:.2f} / "
+                         f"{'–' if syscalls == '' else f'{syscalls:.1f}'} / "
                          f"{cell['qemu_cpu_us_per_io_median']:.0f}")
         lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
     lines.append("")
