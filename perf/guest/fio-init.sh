@@ -5,35 +5,16 @@
 # The host reads the console: "BEXD-CELL-START NAME" and "BEXD-CELL-END NAME STATUS" around each
 # fio run (the host samples the daemons' CPU time at these lines), then fio's JSON between
 # "BEXD-CELL-JSON-BEGIN NAME" and "BEXD-CELL-JSON-END NAME"; the last line is
-# "BEXD-PERF-RESULT: DONE" or "BEXD-PERF-RESULT: FAIL <why>".
+# "BEXD-GUEST-RESULT: PASS" (every cell ran; the host checks fio's status in each) or
+# "BEXD-GUEST-RESULT: FAIL <why>".
 
 PATH=/bin:/usr/bin
 export PATH
 /bin/busybox --install -s /bin
+. /lib/guest-lib.sh
 
-power_off() {
-  sync
-  poweroff -f
-  # poweroff -f does not return; if it does, PID 1 must not exit (that panics the guest).
-  while :; do sleep 60; done
-}
-
-fail() {
-  echo "BEXD-PERF-RESULT: FAIL $*"
-  power_off
-}
-
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-exec </dev/console >/dev/console 2>&1
-
-while read -r module; do
-  insmod "/lib/modules/$module.ko" || fail "insmod $module"
-done </lib/modules/order
-
-tag=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^bexd\.tag=//p')
-[ -n "$tag" ] || fail "the kernel command line lacks bexd.tag"
+start_guest
+require tag
 mount -t virtiofs "$tag" /mnt || fail "mount -t virtiofs $tag"
 echo "BEXD-PERF: mounted $tag after $(cut -d' ' -f1 /proc/uptime) s, $(nproc) vCPUs"
 
@@ -52,5 +33,4 @@ while read -r name args; do
 done </cells
 
 umount /mnt || fail "umount /mnt"
-echo "BEXD-PERF-RESULT: DONE"
-power_off
+pass

@@ -144,6 +144,11 @@ def _fmt_ratio(value):
     return "" if value is None else round(value, 3)
 
 
+def _header_rows(header):
+    """The first two lines of a markdown table with the column titles `header`."""
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+
+
 def _kiops(cell):
     if cell is None:
         return "–"
@@ -299,8 +304,7 @@ def _driver_table(summary, driver):
             if any(t.name == reference for t in summary.targets):
                 ratio_columns.append((f"q{target.queues}/{label}", target, reference))
     header = ["workload"] + [t.name for t in targets] + [c[0] for c in ratio_columns]
-    lines = [f"## {driver} driver (IOPS)", "", "| " + " | ".join(header) + " |",
-             "|" + "---|" * len(header)]
+    lines = [f"## {driver} driver (IOPS)", ""] + _header_rows(header)
     for workload in summary.workloads:
         cells = [_kiops(summary.cells.get((t.name, workload.name))) for t in targets]
         for _, target, reference in ratio_columns:
@@ -326,8 +330,7 @@ def _vhost_table(summary):
              "vhost_bench (perf/vhost_bench.cc) plays QEMU and the guest driver: one thread per "
              "request ring, aio = 16 requests in flight per ring, sync = 1; no guest kernel, so "
              "these numbers are the backend's own and are not comparable with the FUSE tables. "
-             "The frontend shares the machine's 2 CPUs with bexd.", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+             "The frontend shares the machine's 2 CPUs with bexd.", ""] + _header_rows(header)
     for workload in workloads:
         cells = [_kiops(summary.cells.get((t.name, workload.name))) for t in targets]
         for _, target, reference in ratio_columns:
@@ -368,8 +371,7 @@ def _virtiofsd_table(summary, system):
                    "the best virtiofsd configuration of the row (the guest's kernel decides "
                    "which queues it uses).")
             title = f"Real guest: bexd against virtiofsd, {driver}"
-        lines += [f"## {title} ({cache})", "", how, "",
-                  "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += [f"## {title} ({cache})", "", how, ""] + _header_rows(header)
         for workload in summary.workloads:
             if not ours[0].runs(workload):
                 continue
@@ -395,24 +397,19 @@ def _guest_cost_table(summary):
              "(the guest's vCPUs and QEMU's main loop), per request: what each spent while fio "
              "ran (sampled when the guest's console marks its start and end) over the requests "
              "of runtime and ramp. System calls: `perf stat -e raw_syscalls:sys_enter -p` on the "
-             "backend's threads that exist when fio starts (– without perf).", "",
-             "| workload | " + " | ".join(t.name for t in targets) + " |",
-             "|" + "---|" * (len(targets) + 1)]
-    for workload in summary.workloads:
-        cells = []
-        for target in targets:
-            cell = summary.cells.get((target.name, workload.name))
-            if cell is None or cell["daemon_cpu_us_per_io_median"] == "":
-                cells.append("–")
-                continue
-            syscalls = cell["daemon_syscalls_per_io_median"]
-            cells.append(f"{cell['daemon_cpu_us_per_io_median']:.0f} / "
-                         f"{cell['daemon_switches_per_io_median']:.2f} / "
-                         f"{'–' if syscalls == '' else f'{syscalls:.1f}'} / "
-                         f"{cell['qemu_cpu_us_per_io_median']:.0f}")
-        lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
-    lines.append("")
-    return lines
+             "backend's threads that exist when fio starts (– without perf).", ""]
+    lines += _header_rows(["workload"] + [t.name for t in targets])
+
+    def costs(cell):
+        if cell["daemon_cpu_us_per_io_median"] == "":
+            return None
+        syscalls = cell["daemon_syscalls_per_io_median"]
+        return (f"{cell['daemon_cpu_us_per_io_median']:.0f} / "
+                f"{cell['daemon_switches_per_io_median']:.2f} / "
+                f"{'–' if syscalls == '' else f'{syscalls:.1f}'} / "
+                f"{cell['qemu_cpu_us_per_io_median']:.0f}")
+
+    return lines + _workload_rows(summary, targets, costs) + [""]
 
 
 def _cpu_table(summary):
@@ -421,19 +418,29 @@ def _cpu_table(summary):
         return []
     lines = ["## Daemon CPU time per request (µs, median)", "",
              "User plus system time of all daemon threads during the cell, divided by the "
-             "requests completed; FUSE work the kernel does in fio's context is not included.", "",
-             "| workload | " + " | ".join(t.name for t in daemons) + " |",
-             "|" + "---|" * (len(daemons) + 1)]
+             "requests completed; FUSE work the kernel does in fio's context is not included.", ""]
+    lines += _header_rows(["workload"] + [t.name for t in daemons])
+
+    def cpu(cell):
+        value = cell["daemon_cpu_us_per_io_median"]
+        return None if value == "" else f"{value:.1f}"
+
+    return lines + _workload_rows(summary, daemons, cpu) + [""]
+
+
+def _workload_rows(summary, targets, show):
+    """One table row per workload with a value in it: `show(cell)` of each target's cell, or "–"
+    where the cell is missing or `show` returns None."""
+    rows = []
     for workload in summary.workloads:
         cells = []
-        for target in daemons:
+        for target in targets:
             cell = summary.cells.get((target.name, workload.name))
-            value = cell["daemon_cpu_us_per_io_median"] if cell else ""
-            cells.append("–" if value == "" else f"{value:.1f}")
+            shown = show(cell) if cell else None
+            cells.append("–" if shown is None else shown)
         if any(cell != "–" for cell in cells):
-            lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
-    lines.append("")
-    return lines
+            rows.append(f"| {workload.name} | " + " | ".join(cells) + " |")
+    return rows
 
 
 def _memory_table(memory_rows):

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Builds the guest's initramfs: static busybox, the kernel modules the test needs (with their
-# dependencies, in load order) and guest-init.sh as /init.
+# dependencies, in load order), guest-init.sh as /init and the functions it sources,
+# guest-lib.sh, as /lib/guest-lib.sh.
 #
 # Usage: build-initramfs.sh [--init SCRIPT] [--program PATH]... [--add SOURCE:DEST]...
 #                           KERNEL_DIR OUTPUT
@@ -56,6 +57,7 @@ cp "$busybox" "$root/bin/busybox"
 # /init installs the other applet links itself; a few hundred ln calls here cost seconds.
 ln -s busybox "$root/bin/sh"
 install -m 755 "$init" "$root/init"
+install -m 644 "$here/guest-lib.sh" "$root/lib/guest-lib.sh"
 
 # A program and what the dynamic loader needs to run it: ldd prints "name => /path (address)"
 # for each library and the loader's own path on a line of its own.
