@@ -124,6 +124,13 @@ TEST(PunchHoleTest, DiscardIgnoreZeroesAndKeepsTheStorage) {
 
 class RestrictedNodeTest : public ::testing::Test {
  protected:
+  // The interface's default capabilities with `field` set to `value`.
+  static block::Capabilities With(bool block::Capabilities::*field, bool value) {
+    block::Capabilities capabilities;
+    capabilities.*field = value;
+    return capabilities;
+  }
+
   // A RestrictedNode over a null node.
   std::shared_ptr<RestrictedNode> Restricted(block::Capabilities capabilities,
                                              uint32_t alignment = 1) {
@@ -144,9 +151,8 @@ TEST_F(RestrictedNodeTest, StBlksizeIsTheRequestAlignmentAsAPowerOfTwoOfAtLeastA
 }
 
 TEST_F(RestrictedNodeTest, WithoutWriteZeroesZeroingIsEopnotsupp) {
-  block::Capabilities capabilities;
-  capabilities.write_zeroes = false;
-  std::shared_ptr<RestrictedNode> node = Restricted(capabilities);
+  std::shared_ptr<RestrictedNode> node =
+      Restricted(With(&block::Capabilities::write_zeroes, false));
   CoreHarness harness(node, Writable());
   harness.Init();
   EXPECT_EQ(harness.Run(FallocateRequest(1, 0, 4096, FALLOC_FL_ZERO_RANGE)).error(), EOPNOTSUPP);
@@ -160,9 +166,7 @@ TEST_F(RestrictedNodeTest, WithoutWriteZeroesZeroingIsEopnotsupp) {
 TEST_F(RestrictedNodeTest, PunchHoleUnmapsOnlyWhereTheNodeDiscards) {
   for (bool discard : {false, true}) {
     SCOPED_TRACE(discard);
-    block::Capabilities capabilities;
-    capabilities.discard = discard;
-    std::shared_ptr<RestrictedNode> node = Restricted(capabilities);
+    std::shared_ptr<RestrictedNode> node = Restricted(With(&block::Capabilities::discard, discard));
     CoreHarness harness(node, Writable());
     harness.Init();
     ASSERT_EQ(harness.Run(FallocateRequest(1, 0, 4096, kPunch)).header().error, 0);
@@ -173,9 +177,8 @@ TEST_F(RestrictedNodeTest, PunchHoleUnmapsOnlyWhereTheNodeDiscards) {
 }
 
 TEST_F(RestrictedNodeTest, WithoutBlockStatusEverythingIsData) {
-  block::Capabilities capabilities;
-  capabilities.block_status = false;
-  std::shared_ptr<RestrictedNode> node = Restricted(capabilities);
+  std::shared_ptr<RestrictedNode> node =
+      Restricted(With(&block::Capabilities::block_status, false));
   CoreHarness harness(node, SessionOptions());
   harness.Init();
   EXPECT_EQ(harness.Run(LseekRequest(1, 100, SEEK_DATA)).payload<fuse_lseek_out>().offset, 100u);
@@ -191,9 +194,7 @@ TEST_F(RestrictedNodeTest, WithoutBlockStatusEverythingIsData) {
 }
 
 TEST_F(RestrictedNodeTest, WithoutFlushFsyncIsAnsweredAtOnce) {
-  block::Capabilities capabilities;
-  capabilities.flush = false;
-  std::shared_ptr<RestrictedNode> node = Restricted(capabilities);
+  std::shared_ptr<RestrictedNode> node = Restricted(With(&block::Capabilities::flush, false));
   CoreHarness harness(node, Writable());
   harness.Init();
   EXPECT_EQ(harness.Run(FsyncRequest(1)).header().error, 0);
@@ -205,9 +206,7 @@ TEST_F(RestrictedNodeTest, WithoutFlushFsyncIsAnsweredAtOnce) {
 TEST_F(RestrictedNodeTest, DurableWritesWithoutFuaAreFollowedByAFlush) {
   for (bool fua : {true, false}) {
     SCOPED_TRACE(fua);
-    block::Capabilities capabilities;
-    capabilities.fua = fua;
-    std::shared_ptr<RestrictedNode> node = Restricted(capabilities);
+    std::shared_ptr<RestrictedNode> node = Restricted(With(&block::Capabilities::fua, fua));
     CoreHarness harness(node, Writable());
     harness.Init();
     Reply reply = harness.Run(WriteRequest(1, 4096, std::vector<uint8_t>(8192, 7), O_DSYNC));
@@ -228,9 +227,7 @@ TEST_F(RestrictedNodeTest, DurableWritesWithoutFuaAreFollowedByAFlush) {
 }
 
 TEST_F(RestrictedNodeTest, WithoutResizeTheNodeIsNeverAskedToResize) {
-  block::Capabilities capabilities;
-  capabilities.resize = false;
-  std::shared_ptr<RestrictedNode> node = Restricted(capabilities);
+  std::shared_ptr<RestrictedNode> node = Restricted(With(&block::Capabilities::resize, false));
   CoreHarness harness(node, Writable());
   harness.Init();
   EXPECT_EQ(harness.Run(SetattrSizeRequest(1, kMiB)).error(), EPERM);
