@@ -14,11 +14,26 @@
 #include "block/open.h"
 
 namespace bexd::block::testing {
+
+std::string AioTestName(AioMode aio) {
+  switch (aio) {
+    case AioMode::kNative:
+      return "Native";
+    case AioMode::kThreads:
+      return "Threads";
+    case AioMode::kIoUring:
+      return "IoUring";
+  }
+  return "Unknown";
+}
+
 absl::StatusOr<std::shared_ptr<BlockNode>> OpenFile(const FileOptions& options, bool read_only,
-                                                    const std::string& node_name) {
+                                                    const std::string& node_name,
+                                                    bool auto_read_only) {
   BlockdevOptions blockdev;
   blockdev.node_name = node_name;
   blockdev.read_only = read_only;
+  blockdev.auto_read_only = auto_read_only;
   blockdev.driver = options;
   return OpenBlockNode(blockdev);
 }
