@@ -161,7 +161,8 @@ TEST(BlockdevSchemaTest, KeyvalErrorsNameTheKey) {
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=9d"), Syntax::kKeyval),
             "node-name: '9d' must start with a letter (then letters, digits, -, . or _)");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=d,filename=x"), Syntax::kKeyval),
-            "filename: unknown option (known here: cache, discard, driver, latency-ns, node-name, "
+            "filename: unknown option (known here: auto-read-only, cache, discard, driver, "
+            "latency-ns, node-name, "
             "read-only, read-zeroes, size)");
   EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=x,cache.writeback=on"),
                           Syntax::kKeyval),
