@@ -139,7 +139,7 @@ TEST(BlockdevSchemaTest, KeyvalErrorsNameTheKey) {
   EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=x,aio=posix"), Syntax::kKeyval),
             "aio: expected one of native, threads; got \"posix\"");
   EXPECT_EQ(BlockdevError(Keyval("driver=vmdk,node-name=d"), Syntax::kKeyval),
-            "driver: 'vmdk' is not supported by bexd (supported: file, null-co, raw, qcow2)");
+            "driver: 'vmdk' is not supported by bexd (supported: file, null-co, raw, qcow2, rbd)");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=d,latency-ns=-1"), Syntax::kKeyval),
             "latency-ns: expected a non-negative integer, got \"-1\"");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=9d"), Syntax::kKeyval),
@@ -317,7 +317,7 @@ TEST(ControlSchemaTest, Errors) {
     return id.ok() ? std::string() : std::string(id.status().message());
   };
   EXPECT_EQ(object_error("memory-backend-file,id=m"),
-            "qom-type: 'memory-backend-file' is not supported (bexd knows iothread)");
+            "qom-type: 'memory-backend-file' is not supported (bexd knows iothread, secret)");
   EXPECT_EQ(object_error("iothread,id=t,poll-max-ns=0"),
             "poll-max-ns: unknown option (known here: id, qom-type)");
   auto chardev_error = [](std::string_view text) {
