@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -335,28 +334,11 @@ TEST_F(RbdNodeTest, QemuWriterKeepsItsImageAndBexdKeepsItsOwn) {
 
 TEST_F(RbdNodeTest, CephxKeyComesFromASecret) {
   ASSERT_TRUE(cluster_->CreateImage("img", 4 * kMiB));
-  int status = -1;
-  std::string output = cluster_->Ceph(
-      "auth get-or-create client.bexd mon 'profile rbd' osd 'profile rbd pool=rbd'", &status);
-  ASSERT_EQ(status, 0) << output;
-  std::string key = cluster_->Ceph("auth get-key client.bexd", &status);
-  ASSERT_EQ(status, 0) << key;
-  while (!key.empty() && (key.back() == '\n' || key.back() == ' ')) key.pop_back();
+  std::string key = cluster_->CreateUser("bexd", "mon 'profile rbd' osd 'profile rbd pool=rbd'");
   std::string key_bytes;
   ASSERT_TRUE(absl::Base64Unescape(key, &key_bytes)) << key;
-
-  // A configuration with the monitors only: no keyring, so no key but the secret's.
-  const std::string conf = cluster_->dir() + "/client.conf";
-  {
-    std::ifstream full(cluster_->conf());
-    std::ofstream client(conf);
-    std::string line;
-    while (std::getline(full, line)) {
-      if (line.starts_with("[mon.")) break;
-      if (line.find("keyring") == std::string::npos) client << line << "\n";
-    }
-    client << "keyring = " << cluster_->dir() << "/no-keyring\n";
-  }
+  // The monitors only: no keyring, so no key but the secret's.
+  const std::string conf = cluster_->WriteClientConf("client.conf", /*mon_host=*/true);
   RbdOptions options = Options("img");
   options.conf = conf;
   options.user = "bexd";
@@ -433,28 +415,21 @@ TEST_F(RbdNodeTest, AFailedFlushStaysFailedOnlyWithTheCache) {
 
 TEST_F(RbdNodeTest, ServerListNamesTheMonitors) {
   ASSERT_TRUE(cluster_->CreateImage("img", kMiB));
-  // The same configuration without `mon host`, and the monitor's address from server=.
-  const std::string conf = cluster_->dir() + "/no-mon.conf";
-  std::string port;
-  {
-    std::ifstream full(cluster_->conf());
-    std::ofstream client(conf);
-    std::string line;
-    while (std::getline(full, line)) {
-      if (line.starts_with("mon host = v2:127.0.0.1:")) {
-        port = line.substr(line.rfind(':') + 1);
-      } else {
-        client << line << "\n";
-      }
-    }
-  }
-  ASSERT_FALSE(port.empty());
+  // A configuration without `mon host` (nor keyring; the admin key comes from a secret), and
+  // the monitor's address from server=.
+  const std::string conf = cluster_->WriteClientConf("no-mon.conf", /*mon_host=*/false);
+  std::string admin_key = cluster_->Key("admin");
+  std::string admin_bytes;
+  ASSERT_TRUE(absl::Base64Unescape(admin_key, &admin_bytes));
+  ASSERT_TRUE(AddSecret("admin-key", admin_bytes).ok());
   RbdOptions options = Options("img");
   options.conf = conf;
-  options.server = {InetAddress{"127.0.0.1", port}};
+  options.server = {InetAddress{"127.0.0.1", cluster_->MonPort()}};
+  options.key_secret = "admin-key";
   std::shared_ptr<BlockNode> node = OpenOrFail(options, true);
   ASSERT_NE(node, nullptr);
   EXPECT_EQ(node->size(), kMiB);
+  RemoveSecret("admin-key");
 }
 
 }  // namespace

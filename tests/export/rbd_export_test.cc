@@ -1,7 +1,8 @@
 // FUSE exports of RBD images on a real single-node Ceph cluster (tests/support/ceph-cluster.sh):
 // data patterns and fio on four queues compared with `rbd export`; a growable export resizing
 // the image; a second bexd refused while the first writes, a reader next to it; a snapshot
-// exported read-only next to the writer; and the OSD killed and restarted under load.
+// exported read-only next to the writer by a read-only cephx user whose key comes from a secret
+// file; and the OSD killed and restarted under load.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
@@ -199,8 +201,18 @@ TEST_F(RbdExportTest, SnapshotExportsReadOnlyNextToTheWriter) {
             std::string::npos)
       << refused.err;
 
-  Daemon snapshot({"--blockdev", Blockdev("img", ",snapshot=s1,read-only=on"), "--export",
-                   FuseExport(snap_mount, false)});
+  // The snapshot's reader is a cephx user that may only read, its key in a secret file (the
+  // configuration has no keyring).
+  const std::string key =
+      cluster_->CreateUser("reader", "mon 'profile rbd' osd 'profile rbd-read-only pool=rbd'");
+  const std::string key_file = cluster_->dir() + "/reader.key";
+  std::ofstream(key_file) << key << "\n";
+  const std::string conf = cluster_->WriteClientConf("reader.conf", /*mon_host=*/true);
+  Daemon snapshot({"--object", "secret,id=reader-key,format=base64,file=" + key_file, "--blockdev",
+                   "driver=rbd,node-name=rbd0,pool=rbd,image=img,snapshot=s1,read-only=on,"
+                   "user=reader,key-secret=reader-key,conf=" +
+                       conf,
+                   "--export", FuseExport(snap_mount, false)});
   ASSERT_TRUE(snapshot.WaitMounted(snap_mount));
   std::vector<uint8_t> snap = ReadWholeFile(snap_mount);
   ASSERT_EQ(snap.size(), 4 * kMiB);

@@ -78,6 +78,45 @@ std::string CephCluster::ExportImage(const std::string& spec) const {
   return bytes.str();
 }
 
+std::string CephCluster::CreateUser(const std::string& name, const std::string& caps) const {
+  int status = -1;
+  std::string output = Ceph("auth get-or-create client." + name + " " + caps, &status);
+  EXPECT_EQ(status, 0) << output;
+  return status == 0 ? Key(name) : "";
+}
+
+std::string CephCluster::Key(const std::string& name) const {
+  int status = -1;
+  std::string key = Ceph("auth get-key client." + name, &status);
+  EXPECT_EQ(status, 0) << key;
+  while (!key.empty() && (key.back() == '\n' || key.back() == ' ')) key.pop_back();
+  return status == 0 ? key : "";
+}
+
+std::string CephCluster::WriteClientConf(const std::string& name, bool mon_host) const {
+  const std::string path = dir_ + "/" + name;
+  std::ifstream full(conf());
+  std::ofstream client(path);
+  std::string line;
+  while (std::getline(full, line)) {
+    if (line.starts_with("[mon.")) break;  // the daemons' sections follow [global]
+    if (line.starts_with("keyring") || (!mon_host && line.starts_with("mon host"))) continue;
+    client << line << "\n";
+  }
+  client << "keyring = " << dir_ << "/no-such-keyring\n";
+  return path;
+}
+
+std::string CephCluster::MonPort() const {
+  std::ifstream full(conf());
+  std::string line;
+  while (std::getline(full, line)) {
+    if (line.starts_with("mon host = ")) return line.substr(line.rfind(':') + 1);
+  }
+  ADD_FAILURE() << "no mon host in " << conf();
+  return "";
+}
+
 bool CephCluster::SignalOsd(int signal) const {
   std::ifstream pidfile(dir_ + "/osd.pid");
   pid_t pid = 0;

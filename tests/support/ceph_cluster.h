@@ -36,6 +36,17 @@ class CephCluster {
   // The image's bytes as `rbd export` writes them.
   std::string ExportImage(const std::string& spec) const;
 
+  // Creates client.NAME with these capabilities ("mon 'profile rbd' osd '...'"); its key as
+  // `ceph auth get-key` prints it (base64), or empty with a gtest failure.
+  std::string CreateUser(const std::string& name, const std::string& caps) const;
+  // The key of client.NAME, as CreateUser returns it.
+  std::string Key(const std::string& name) const;
+  // Writes DIR/NAME: the client part of conf(), less the admin keyring (so a key must come from
+  // elsewhere) and, with `mon_host` false, less `mon host`. Returns its path.
+  std::string WriteClientConf(const std::string& name, bool mon_host) const;
+  // The monitor's port.
+  std::string MonPort() const;
+
   // SIGKILLs the OSD; StartOsd starts it again and waits until the monitor has it up.
   bool KillOsd();
   bool StartOsd();
