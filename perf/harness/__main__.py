@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from harness import build, charts, fio, machine, matrix, report, systems, vhost
+from harness import build, ceph, charts, fio, machine, matrix, report, systems, vhost
 
 QUICK_WORKLOADS = "randread-aio-j1,randwrite-aio-j1,randread-sync-j1,randwrite-sync-j1"
 # Seconds per cell beyond runtime + ramp (fio start-up and teardown), and per daemon start/stop.
@@ -33,7 +33,9 @@ def parse_args(repo):
     parser.add_argument("--systems", default=",".join(matrix.SYSTEMS),
                         help="comma list of limit, qsd, native, bexd, vhost (default all; "
                              "vhost = bexd's vhost-user-fs export driven by vhost_bench)")
-    parser.add_argument("--drivers", default=",".join(matrix.DRIVERS), help="null,file")
+    parser.add_argument("--drivers", default=",".join(matrix.DEFAULT_DRIVERS),
+                        help="null,file,rbd (default null,file; rbd starts a throwaway Ceph "
+                             "cluster and adds `rbd bench` as native-rbd)")
     parser.add_argument("--queues", help="queue counts for bexd and the limit responder "
                                          "(default 1,2,4)")
     parser.add_argument("--workloads", help="comma list of RW-ENGINE-jN (default: all 16)")
@@ -165,6 +167,7 @@ class Run:
         self.socket_path = os.path.join(args.build_dir, "bench", "vhost.sock")
         self.targets = matrix.targets(args.system_list, args.driver_list, args.queue_list,
                                       baseline=bool(args.baseline))
+        self.cluster = ceph.Cluster(repo, args.size) if "rbd" in args.driver_list else None
         self.workloads = args.workload_list
         self.raw_rows = []
         self.memory_rows = []
@@ -184,10 +187,14 @@ class Run:
 
     def daemon_command(self, target):
         return systems.daemon_command(target, self.binaries, self.args.image, self.mountpoint,
-                                      self.args.size, self.socket_path)
+                                      self.args.size, self.socket_path,
+                                      self.cluster.conf if self.cluster else None)
 
     def cell_command(self, target, workload):
-        """The fio command of a cell, or for the vhost system the vhost_bench command."""
+        """The fio command of a cell; for the vhost system the vhost_bench command, for
+        native-rbd `rbd bench`."""
+        if target.system == "native" and target.driver == "rbd":
+            return ceph.bench_command(self.cluster.conf, workload)
         if target.system == "vhost":
             return vhost.bench_command(self.binaries["vhost"], workload, self.socket_path,
                                        target.queues, self.args.runtime, self.args.ramp)
@@ -207,6 +214,11 @@ class Run:
 
     def write_commands(self):
         lines = ["# Commands of this run", ""]
+        if self.cluster:
+            lines += ["## Ceph cluster (rbd driver)", "", "```"]
+            lines += [" ".join(command) for command in self.cluster.setup_commands()]
+            lines += [f"# stopped at the end: {self.cluster.script} stop {self.cluster.directory}",
+                      "```", ""]
         for target in self.targets:
             command = self.daemon_command(target)
             lines += [f"## {target.name}", "", "```",
@@ -284,9 +296,11 @@ class Run:
         try:
             if target.system == "vhost":
                 result = vhost.run_bench(command, timeout)
+            elif target.system == "native" and target.driver == "rbd":
+                result = ceph.run_bench(command, self.args.runtime, self.args.ramp)
             else:
                 result = fio.run_fio(command, timeout)
-        except (fio.FioError, vhost.VhostBenchError) as error:
+        except (fio.FioError, vhost.VhostBenchError, ceph.CephError) as error:
             self.error(f"rep {rep} {target.name} {workload.name}: {error}")
             return None
         row = {"rep": rep, "target": target.name, "system": target.system,
@@ -349,7 +363,8 @@ def main():
     if args.dry_run:
         for target in run.targets:
             command = run.daemon_command(target)
-            print(" ".join(command) if command else f"{target.name}: fio on {args.image}")
+            native = "rbd bench" if target.driver == "rbd" else f"fio on {args.image}"
+            print(" ".join(command) if command else f"{target.name}: {native}")
         for target in run.targets:
             if run.workloads_of(target):
                 print(" ".join(run.cell_command(target, run.workloads_of(target)[0])))
@@ -361,11 +376,21 @@ def main():
     prepare_mountpoint(run.mountpoint)
     os.makedirs(os.path.dirname(run.socket_path), exist_ok=True)
     run.facts = machine.describe(repo, binaries, args.image)
-    run.write_commands()
     try:
+        if run.cluster:
+            print("starting a Ceph cluster and writing the rbd image", flush=True)
+            run.cluster.start()
+            run.facts["ceph (rbd driver)"] = (f"{run.cluster.version()}; one mon and one memstore "
+                                              f"OSD on 127.0.0.1, image {ceph.POOL_IMAGE}")
+        run.write_commands()
         run.run()
     except KeyboardInterrupt:
         run.error("interrupted; the results are partial")
+    except ceph.CephError as error:
+        run.error(str(error))
+    finally:
+        if run.cluster:
+            run.cluster.stop()
     run.write_outputs(final=True)
     print(f"\nwrote {os.path.join(args.out, 'summary.md')}")
     for description, verdict, failing in report.check_targets(

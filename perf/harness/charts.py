@@ -139,7 +139,7 @@ def draw_all(summary, out_dir):
     if shutil.which("gnuplot") is None:
         raise ChartError("gnuplot is not installed (apt-get install gnuplot-nox)")
     charts = []
-    for driver in ("null", "file"):
+    for driver in ("null", "file", "rbd"):
         for draw in (iops_per_cell, iops_by_queues):
             png = draw(summary, driver, out_dir)
             if png:

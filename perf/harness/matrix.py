@@ -5,7 +5,9 @@ from dataclasses import dataclass
 RW_KINDS = ("read", "write", "randread", "randwrite")
 ENGINES = ("aio", "sync")
 NUMJOBS = (1, 4)
-DRIVERS = ("null", "file")
+DRIVERS = ("null", "file", "rbd")
+# rbd needs a Ceph cluster (started by the harness) and is measured only when asked for.
+DEFAULT_DRIVERS = ("null", "file")
 SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost")
 
 
@@ -27,7 +29,9 @@ class Workload:
 @dataclass(frozen=True)
 class Target:
     system: str  # one of SYSTEMS; vhost is bexd's vhost-user-fs export driven by vhost_bench
-    driver: str  # null or file; the limit responder counts as null (it serves zeroes)
+    # null, file or rbd; the limit responder counts as null (it serves zeroes); native is fio on
+    # the image file for file and `rbd bench` for rbd
+    driver: str
     queues: int  # FUSE queues (vhost: request rings); 1 for systems without multi-queue FUSE
     # bexd and vhost only: served by the baseline build (--baseline REV) instead of this tree's,
     # to compare two versions of bexd in one run.
@@ -81,8 +85,8 @@ def targets(systems, drivers, queue_counts, baseline=False):
             result += [Target("limit", "null", q) for q in queue_counts]
         if "qsd" in systems:
             result.append(Target("qsd", driver, 1))
-        if "native" in systems and driver == "file":
-            result.append(Target("native", "file", 1))
+        if "native" in systems and driver in ("file", "rbd"):
+            result.append(Target("native", driver, 1))
         for system in ("bexd", "vhost"):
             if system in systems:
                 result += [Target(system, driver, q) for q in queue_counts]

@@ -15,19 +15,27 @@ class DaemonError(Exception):
     """A daemon did not start, mount, or stop as expected."""
 
 
-def daemon_command(target, binaries, image, mountpoint, size, socket_path):
-    """The command line that serves `target`, or None for native (fio on the image itself).
-    FUSE exports mount on `mountpoint`; the vhost-user-fs export listens on `socket_path`."""
+def _node(target, image, size, rbd_conf, qsd):
+    """The --blockdev of `target`'s driver, in bexd's or QSD's spelling."""
+    if target.driver == "null":
+        return f"driver={'null-co' if qsd else 'null'},node-name=n0,size={size},read-zeroes=on"
+    if target.driver == "rbd":
+        # Both with QEMU's default cache mode (librbd's cache on), as `rbd bench` runs.
+        return f"driver=rbd,node-name=n0,pool=rbd,image=bench,conf={rbd_conf}"
+    return f"driver=file,node-name=n0,filename={image},cache.direct=on,aio=native"
+
+
+def daemon_command(target, binaries, image, mountpoint, size, socket_path, rbd_conf=None):
+    """The command line that serves `target`, or None for native (fio on the image itself, or
+    `rbd bench`). FUSE exports mount on `mountpoint`; the vhost-user-fs export listens on
+    `socket_path`; rbd nodes reach the cluster through `rbd_conf`."""
     if target.system == "native":
         return None
     if target.system == "limit":
         return [binaries["limit"], f"--mountpoint={mountpoint}", f"--size={size}",
                 f"--queues={target.queues}"]
     if target.system in ("bexd", "vhost"):
-        if target.driver == "null":
-            node = f"driver=null,node-name=n0,size={size},read-zeroes=on"
-        else:
-            node = f"driver=file,node-name=n0,filename={image},cache.direct=on,aio=native"
+        node = _node(target, image, size, rbd_conf, qsd=False)
         if target.system == "vhost":
             export = (f"type=vhost-user-fs,id=e0,node-name=n0,addr.type=unix,"
                       f"addr.path={socket_path},tag=bench,writable=on,"
@@ -40,10 +48,7 @@ def daemon_command(target, binaries, image, mountpoint, size, socket_path):
     if target.system == "qsd":
         # QSD 7.2 has one FUSE queue; it does accept an iothread for the export, which moves the
         # request handling off the main loop.
-        if target.driver == "null":
-            node = f"driver=null-co,node-name=n0,size={size},read-zeroes=on"
-        else:
-            node = f"driver=file,node-name=n0,filename={image},cache.direct=on,aio=native"
+        node = _node(target, image, size, rbd_conf, qsd=True)
         return [binaries["qsd"], "--object", "iothread,id=io0", "--blockdev", node, "--export",
                 f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable=on,iothread=io0"]
     raise ValueError(f"unknown system '{target.system}'")
