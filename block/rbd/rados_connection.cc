@@ -99,8 +99,12 @@ absl::StatusOr<std::unique_ptr<RadosConnection>> RadosConnection::Connect(
   if (!options.auth_client_required.empty()) {
     status.Update(set("auth_client_required", AuthModes(options.auth_client_required)));
   }
-  // As QEMU: librbd's cache unless cache.direct=on (flushes then reach the OSDs).
+  // As QEMU: librbd's cache unless cache.direct=on. But never one that acknowledges writes
+  // before the OSDs have them (librbd's default policy, writearound, does once it has seen a
+  // flush): bexd's clients cache writes themselves and flush when they need to, and a failed
+  // flush would otherwise leave acknowledged writes lost behind a later successful flush.
   status.Update(set("rbd_cache", options.cache_direct ? "false" : "true"));
+  if (!options.cache_direct) status.Update(set("rbd_cache_policy", "writethrough"));
   if (ConfSeconds(cluster, "rados_osd_op_timeout") == 0) {
     status.Update(set("rados_osd_op_timeout", std::to_string(kOsdOpTimeoutSeconds)));
   }

@@ -184,23 +184,6 @@ absl::StatusOr<std::unique_ptr<IoQueue>> RbdNode::CreateQueue() {
   return std::unique_ptr<IoQueue>(*std::move(queue));
 }
 
-int64_t RbdNode::FlushResult(int64_t result, bool fua) {
-  if (!write_needs_flush()) return result;
-  if (result < 0) {
-    int none = 0;
-    if (flush_error_.compare_exchange_strong(none, static_cast<int>(-result),
-                                             std::memory_order_acq_rel)) {
-      log::Error(
-          "node '{}': flushing image '{}' failed: {}; librbd's cache may have acknowledged writes "
-          "the cluster does not hold, so every later flush of this node fails with EIO until the "
-          "node is reopened (cache.direct=on avoids this)",
-          node_name(), ImageName(), std::strerror(static_cast<int>(-result)));
-    }
-    return result;
-  }
-  return !fua && flush_error() != 0 ? -EIO : result;
-}
-
 std::string RbdNode::ImageName() const {
   std::string name = options_.pool + "/";
   if (!options_.name_space.empty()) name += options_.name_space + "/";

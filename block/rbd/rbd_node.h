@@ -47,17 +47,6 @@ class RbdNode final : public BlockNode, public std::enable_shared_from_this<RbdN
 
   const RbdOptions& options() const { return options_; }
   rbd_image_t image() const { return image_; }
-  // Writes are durable only after a flush (librbd's cache is on), so FUA needs one; not with
-  // cache.no-flush, which gives up durability.
-  bool write_needs_flush() const { return !options_.cache_direct && !options_.cache_no_flush; }
-  int flush_error() const override { return flush_error_.load(std::memory_order_acquire); }
-  // What a flush reports, given librbd's result for it (`fua`: the flush that completes a FUA
-  // write). librbd's cache acknowledges writes before the OSDs have them, so after a failed
-  // flush some acknowledged writes may be lost while the next flush succeeds: as the file driver
-  // does for its page cache, every later flush of the node fails with EIO until it is reopened
-  // (the flush itself still runs). Without the cache each write waits for the OSDs, and a flush
-  // reports only what it finds.
-  int64_t FlushResult(int64_t result, bool fua);
 
  private:
   RbdNode(std::string node_name, const RbdOptions& options, bool read_only)
@@ -74,8 +63,6 @@ class RbdNode final : public BlockNode, public std::enable_shared_from_this<RbdN
   rbd_image_t image_ = nullptr;
   std::optional<uint64_t> update_watch_;
   std::atomic<uint64_t> size_{0};
-  // errno of the first failed flush with librbd's cache on; never reset. Any thread.
-  std::atomic<int> flush_error_{0};
 };
 
 }  // namespace bexd::block

@@ -16,16 +16,9 @@
 namespace bexd::block {
 namespace {
 
-enum class Step : uint8_t {
-  kRequest,   // the request's own librbd call
-  kFuaFlush,  // a FUA write's flush, after its write succeeded
-};
-
 struct RbdState : RequestLink {
   RbdQueue* queue = nullptr;
   int64_t result = 0;  // librbd's return value, or the result of a request done here
-  Step step = Step::kRequest;
-  bool fua_flush = false;  // a FUA write on a cached image: flush once written
 };
 
 RbdState* State(IoRequest* request) { return DriverState<RbdState>(request); }
@@ -114,11 +107,9 @@ void RbdQueue::Submit(IoRequest* request) {
   const RbdOptions& options = node_->options();
   switch (request->op) {
     case IoOp::kRead:
-    case IoOp::kWrite:
+    case IoOp::kWrite:  // FUA needs nothing more: a write completes once the OSDs have it
     case IoOp::kWriteZeroes:
       if (request->length == 0) return CompleteLater(request, 0);
-      state->fua_flush =
-          request->op == IoOp::kWrite && (request->flags & kIoFua) && node_->write_needs_flush();
       break;
     case IoOp::kFlush:
       if (node_->read_only() || options.cache_no_flush) return CompleteLater(request, 0);
@@ -152,35 +143,31 @@ bool RbdQueue::StartLibrbd(IoRequest* request) {
   }
   in_librbd_.fetch_add(1, std::memory_order_relaxed);
   rbd_image_t image = node_->image();
-  if (state->step == Step::kFuaFlush) {
-    r = rbd_aio_flush(image, completion);
-  } else {
-    switch (request->op) {
-      case IoOp::kRead:
-        r = rbd_aio_readv(image, request->iov, request->iovcnt, request->offset, completion);
-        break;
-      case IoOp::kWrite:
-        r = rbd_aio_writev(image, request->iov, request->iovcnt, request->offset, completion);
-        break;
-      case IoOp::kFlush:
-        r = rbd_aio_flush(image, completion);
-        break;
-      case IoOp::kDiscard:
-        r = rbd_aio_discard(image, request->offset, request->length, completion);
-        break;
-      case IoOp::kWriteZeroes: {
-        // As QEMU: unless the client allows unmapping (and discard=unmap passes that on), the
-        // range stays allocated.
-        const bool may_unmap =
-            (request->flags & kIoMayUnmap) && node_->options().discard == DiscardMode::kUnmap;
-        r = rbd_aio_write_zeroes(image, request->offset, request->length, completion,
-                                 may_unmap ? 0 : RBD_WRITE_ZEROES_FLAG_THICK_PROVISION, 0);
-        break;
-      }
-      default:
-        r = -EINVAL;  // completed in Submit
-        break;
+  switch (request->op) {
+    case IoOp::kRead:
+      r = rbd_aio_readv(image, request->iov, request->iovcnt, request->offset, completion);
+      break;
+    case IoOp::kWrite:
+      r = rbd_aio_writev(image, request->iov, request->iovcnt, request->offset, completion);
+      break;
+    case IoOp::kFlush:
+      r = rbd_aio_flush(image, completion);
+      break;
+    case IoOp::kDiscard:
+      r = rbd_aio_discard(image, request->offset, request->length, completion);
+      break;
+    case IoOp::kWriteZeroes: {
+      // As QEMU: unless the client allows unmapping (and discard=unmap passes that on), the
+      // range stays allocated.
+      const bool may_unmap =
+          (request->flags & kIoMayUnmap) && node_->options().discard == DiscardMode::kUnmap;
+      r = rbd_aio_write_zeroes(image, request->offset, request->length, completion,
+                               may_unmap ? 0 : RBD_WRITE_ZEROES_FLAG_THICK_PROVISION, 0);
+      break;
     }
+    default:
+      r = -EINVAL;  // completed in Submit
+      break;
   }
   if (r < 0) {
     rbd_aio_release(completion);
@@ -218,17 +205,8 @@ void RbdQueue::Poll() {
     finished_.TakeAll(&ready);
     ready.Splice(local_);
     while (IoRequest* request = ready.PopFront()) {
-      RbdState* state = State(request);
-      if (state->fua_flush && state->step == Step::kRequest && state->result >= 0) {
-        state->step = Step::kFuaFlush;
-        if (StartLibrbd(request)) continue;
-      }
-      int64_t result = state->result;
-      if (state->step == Step::kFuaFlush || request->op == IoOp::kFlush) {
-        result = node_->FlushResult(result, state->step == Step::kFuaFlush);
-      }
       --in_flight_;
-      request->done(request, RequestResult(request, result, *node_));
+      request->done(request, RequestResult(request, State(request)->result, *node_));
     }
     // Callbacks may have submitted requests that completed here at once: run them too, since
     // nothing would wake the thread for them.

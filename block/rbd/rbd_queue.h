@@ -38,8 +38,7 @@ class RbdQueue final : public IoQueue {
 
   // librbd's completion callback, on a librbd thread.
   static void OnComplete(rbd_completion_t completion, void* arg);
-  // Starts the librbd call for the request's current step; false (with the result stored) if
-  // it could not be started.
+  // Starts the request's librbd call; false (with the result stored) if it could not start.
   bool StartLibrbd(IoRequest* request);
   void CompleteLater(IoRequest* request, int64_t result);
 

@@ -239,8 +239,7 @@ TEST_F(RbdExportTest, OsdKilledAndRestartedUnderLoad) {
   StartCluster(CephCluster::Store::kBluestore);
   ASSERT_TRUE(cluster_->CreateImage("img", 64 * kMiB));
   const std::string mountpoint = MakeMountpoint();
-  Daemon daemon({"--blockdev", Blockdev("img", ",cache.direct=on"), "--export",
-                 FuseExport(mountpoint, true)});
+  Daemon daemon({"--blockdev", Blockdev("img"), "--export", FuseExport(mountpoint, true)});
   ASSERT_TRUE(daemon.WaitMounted(mountpoint));
 
   constexpr uint64_t kBlock = 65536;
