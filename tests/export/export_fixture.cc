@@ -77,15 +77,14 @@ std::shared_ptr<block::BlockNode> OpenFileNode(const std::string& filename, bool
   return node.ok() ? *node : nullptr;
 }
 
-void ExpectFioVerifies(Export* running, const std::string& mountpoint) {
-  constexpr uint64_t kJobBytes = kFioJobBytes;
+void ExpectFioVerifies(Export* running, const std::string& mountpoint, uint64_t job_bytes) {
   int status = 0;
   const std::string output =
       RunCommand("fio --name=fusejob --filename=" + mountpoint +
                      " --ioengine=libaio --direct=1 --iodepth=16 --rw=randwrite --bs=4k"
                      " --size=" +
-                     std::to_string(kJobBytes) +
-                     " --numjobs=4 --offset_increment=" + std::to_string(kJobBytes) +
+                     std::to_string(job_bytes) +
+                     " --numjobs=4 --offset_increment=" + std::to_string(job_bytes) +
                      " --verify=crc32c --verify_fatal=1 --do_verify=1 --verify_state_save=0"
                      " --group_reporting",
                  &status);
@@ -100,8 +99,8 @@ void ExpectFioVerifies(Export* running, const std::string& mountpoint) {
     writes += queue.write_requests;
     reads += queue.read_requests;
   }
-  EXPECT_GE(writes, 4 * kJobBytes / 4096);  // every block written once...
-  EXPECT_GE(reads, 4 * kJobBytes / 4096);   // ...and read back for verification
+  EXPECT_GE(writes, 4 * job_bytes / 4096);  // every block written once...
+  EXPECT_GE(reads, 4 * job_bytes / 4096);   // ...and read back for verification
 }
 
 std::shared_ptr<block::BlockNode> OpenNullNode(uint64_t size) {

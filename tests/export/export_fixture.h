@@ -51,11 +51,12 @@ std::shared_ptr<block::BlockNode> OpenFileNode(const std::string& filename, bool
                                                block::AioMode aio = block::AioMode::kNative);
 std::shared_ptr<block::BlockNode> OpenNullNode(uint64_t size);
 
-// fio with four jobs on the export at `mountpoint`, each writing its own kFioJobBytes at random
+// fio with four jobs on the export at `mountpoint`, each writing its own `job_bytes` at random
 // (4k, libaio, O_DIRECT, queue depth 16) and verifying them with crc32c; checks fio's verdict
 // and that every block went through the export's queues.
 inline constexpr uint64_t kFioJobBytes = 16 << 20;
-void ExpectFioVerifies(Export* running, const std::string& mountpoint);
+void ExpectFioVerifies(Export* running, const std::string& mountpoint,
+                       uint64_t job_bytes = kFioJobBytes);
 
 ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t num_queues = 2,
                           bool growable = false);

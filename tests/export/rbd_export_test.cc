@@ -54,14 +54,13 @@ int WriteAndSync(const std::string& path, const std::vector<uint8_t>& data, uint
 
 class RbdExportTest : public FuseExportTest {
  protected:
-  void SetUp() override { StartCluster(CephCluster::Store::kMemstore); }
-
-  void StartCluster(CephCluster::Store store) {
+  void SetUp() override {
     std::string reason = CephCluster::SkipReason();
     if (!reason.empty()) GTEST_SKIP() << reason;
-    cluster_ = std::make_unique<CephCluster>(store);
+    cluster_ = std::make_unique<CephCluster>(store());
     ASSERT_TRUE(cluster_->ok()) << cluster_->error();
   }
+  virtual CephCluster::Store store() const { return CephCluster::Store::kMemstore; }
 
   std::shared_ptr<block::BlockNode> OpenRbd(const std::string& image, bool read_only = false) {
     block::RbdOptions rbd;
@@ -91,16 +90,17 @@ class RbdExportTest : public FuseExportTest {
 };
 
 TEST_F(RbdExportTest, FourQueuesOfPatternsAndFioMatchRbdExport) {
-  ASSERT_TRUE(cluster_->CreateImage("img", 4 * kFioJobBytes));
+  constexpr uint64_t kJobBytes = 8 * kMiB;  // two 4 MiB objects per job
+  ASSERT_TRUE(cluster_->CreateImage("img", 4 * kJobBytes));
   const std::string mountpoint = MakeMountpoint();
   Export* running = Start(FuseOptions(mountpoint, true, 4), OpenRbd("img"));
   ASSERT_NE(running, nullptr);
-  EXPECT_EQ(FileSize(mountpoint), 4 * kFioJobBytes);
+  EXPECT_EQ(FileSize(mountpoint), 4 * kJobBytes);
 
   // Aligned, unaligned, object-crossing (4 MiB objects) and last-byte writes.
-  std::vector<uint8_t> expected(4 * kFioJobBytes, 0);
+  std::vector<uint8_t> expected(4 * kJobBytes, 0);
   const std::pair<uint64_t, uint64_t> writes[] = {
-      {0, kMiB}, {12345, 65536}, {4 * kMiB - 70000, 65536}, {4 * kFioJobBytes - 8192, 8192}};
+      {0, kMiB}, {12345, 65536}, {4 * kMiB - 70000, 65536}, {4 * kJobBytes - 8192, 8192}};
   for (const auto& [offset, length] : writes) {
     std::vector<uint8_t> data = Pattern(length, offset, 1);
     ASSERT_EQ(WriteAndSync(mountpoint, data, offset), 0);
@@ -109,14 +109,14 @@ TEST_F(RbdExportTest, FourQueuesOfPatternsAndFioMatchRbdExport) {
   EXPECT_TRUE(ReadWholeFile(mountpoint) == expected);
   EXPECT_TRUE(cluster_->ExportImage("rbd/img") == Text(expected));
 
-  ExpectFioVerifies(running, mountpoint);
+  ExpectFioVerifies(running, mountpoint, kJobBytes);
   int fd = ::open(mountpoint.c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
   EXPECT_EQ(::fsync(fd), 0) << std::strerror(errno);
   ::close(fd);
   // What fio left is what the cluster holds.
   std::vector<uint8_t> through_export = ReadWholeFile(mountpoint);
-  EXPECT_EQ(through_export.size(), 4 * kFioJobBytes);
+  EXPECT_EQ(through_export.size(), 4 * kJobBytes);
   EXPECT_TRUE(cluster_->ExportImage("rbd/img") == Text(through_export));
 }
 
@@ -230,14 +230,19 @@ TEST_F(RbdExportTest, SnapshotExportsReadOnlyNextToTheWriter) {
   EXPECT_EQ(snapshot.SignalAndWait(SIGTERM), 0);
 }
 
+// On bluestore, whose data survives the OSD's death.
+class RbdOsdFailureTest : public RbdExportTest {
+ protected:
+  CephCluster::Store store() const override { return CephCluster::Store::kBluestore; }
+};
+
 // The OSD killed (SIGKILL) and started again while two clients write and fsync through a bexd
 // process: requests fail with EIO while it is down (rados_osd_op_timeout is 5 s here), the
 // daemon keeps serving, I/O works again once the OSD is back, and every block whose write and
 // fsync succeeded reads back, through the export and through `rbd export`.
-TEST_F(RbdExportTest, OsdKilledAndRestartedUnderLoad) {
-  cluster_.reset();
-  StartCluster(CephCluster::Store::kBluestore);
-  ASSERT_TRUE(cluster_->CreateImage("img", 64 * kMiB));
+TEST_F(RbdOsdFailureTest, OsdKilledAndRestartedUnderLoad) {
+  constexpr uint64_t kImageBytes = 32 * kMiB;
+  ASSERT_TRUE(cluster_->CreateImage("img", kImageBytes));
   const std::string mountpoint = MakeMountpoint();
   Daemon daemon({"--blockdev", Blockdev("img"), "--export", FuseExport(mountpoint, true)});
   ASSERT_TRUE(daemon.WaitMounted(mountpoint));
@@ -259,7 +264,8 @@ TEST_F(RbdExportTest, OsdKilledAndRestartedUnderLoad) {
       AlignedBuffer buffer(kBlock);
       for (uint32_t round = 1; !stop; ++round) {
         // Each writer cycles through its own half of the image, a new seed each time round.
-        const uint64_t offset = (w * 512 + round % 512) * kBlock;
+        constexpr uint64_t kBlocksEach = kImageBytes / kBlock / kWriters;
+        const uint64_t offset = (w * kBlocksEach + round % kBlocksEach) * kBlock;
         FillPattern(buffer.data, kBlock, offset, round * kWriters + w);
         bool ok = ::pwrite(fd, buffer.data, kBlock, offset) == ssize_t(kBlock) && ::fsync(fd) == 0;
         if (ok) {
@@ -283,16 +289,16 @@ TEST_F(RbdExportTest, OsdKilledAndRestartedUnderLoad) {
   };
   EXPECT_TRUE(wait_for(successes, 20));
   ASSERT_TRUE(cluster_->KillOsd());
-  EXPECT_TRUE(wait_for(eio, 0)) << "no EIO within 60 s of killing the OSD";
-  // Reads fail the same way, and the daemon is still there to answer.
+  // Reads fail the same way as the writers' requests, and the daemon is still there to answer.
   {
     int fd = ::open(mountpoint.c_str(), O_RDONLY | O_DIRECT);
     ASSERT_GE(fd, 0) << std::strerror(errno);
     AlignedBuffer buffer(4096);
-    EXPECT_EQ(::pread(fd, buffer.data, 4096, 32 * kMiB), -1);
+    EXPECT_EQ(::pread(fd, buffer.data, 4096, kImageBytes / 2), -1);
     EXPECT_EQ(errno, EIO);
     ::close(fd);
   }
+  EXPECT_TRUE(wait_for(eio, 0)) << "no EIO within 60 s of killing the OSD";
   ASSERT_TRUE(cluster_->StartOsd());
   const int before = successes.load();
   EXPECT_TRUE(wait_for(successes, before + 20)) << "writes did not resume within 60 s";
@@ -301,9 +307,9 @@ TEST_F(RbdExportTest, OsdKilledAndRestartedUnderLoad) {
   EXPECT_EQ(other_errors, 0);
 
   std::vector<uint8_t> through_export = ReadWholeFile(mountpoint);
-  ASSERT_EQ(through_export.size(), 64 * kMiB);
+  ASSERT_EQ(through_export.size(), kImageBytes);
   std::string image = cluster_->ExportImage("rbd/img");
-  ASSERT_EQ(image.size(), 64 * kMiB);
+  ASSERT_EQ(image.size(), kImageBytes);
   ASSERT_FALSE(synced.empty());
   for (const auto& [offset, seed] : synced) {
     std::vector<uint8_t> expected = Pattern(kBlock, offset, seed);
