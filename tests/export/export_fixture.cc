@@ -92,6 +92,32 @@ std::string RunCommand(const std::string& command, int* exit_status) {
   return output;
 }
 
+void ExpectFioVerifies(Export* running, const std::string& mountpoint, uint64_t job_bytes) {
+  int status = 0;
+  const std::string output =
+      RunCommand("fio --name=fusejob --filename=" + mountpoint +
+                     " --ioengine=libaio --direct=1 --iodepth=16 --rw=randwrite --bs=4k"
+                     " --size=" +
+                     std::to_string(job_bytes) +
+                     " --numjobs=4 --offset_increment=" + std::to_string(job_bytes) +
+                     " --verify=crc32c --verify_fatal=1 --do_verify=1 --verify_state_save=0"
+                     " --group_reporting",
+                 &status);
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_EQ(output.find("verify:"), std::string::npos) << output;
+  EXPECT_EQ(output.find("verify failed"), std::string::npos) << output;
+  EXPECT_NE(output.find("err= 0"), std::string::npos) << output;
+  EXPECT_NE(output.find("Run status group"), std::string::npos) << output;
+
+  uint64_t writes = 0, reads = 0;
+  for (const auto& queue : running->Stats()) {
+    writes += queue.write_requests;
+    reads += queue.read_requests;
+  }
+  EXPECT_GE(writes, 4 * job_bytes / 4096);  // every block written once...
+  EXPECT_GE(reads, 4 * job_bytes / 4096);   // ...and read back for verification
+}
+
 std::shared_ptr<block::BlockNode> OpenNullNode(uint64_t size) {
   block::BlockdevOptions options;
   options.node_name = "null0";

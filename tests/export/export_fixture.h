@@ -53,6 +53,10 @@ std::shared_ptr<block::BlockNode> OpenNullNode(uint64_t size);
 // status (-1 if it did not exit normally).
 std::string RunCommand(const std::string& command, int* exit_status);
 
+// Runs four fio jobs on the mounted export, each writing its own `job_bytes` region at random
+// with crc32c verification, and checks that fio verified everything through `running`'s queues.
+void ExpectFioVerifies(Export* running, const std::string& mountpoint, uint64_t job_bytes);
+
 ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t num_queues = 2,
                           bool growable = false);
 
