@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "block/file_node.h"
+#include "block/nbd/nbd_node.h"
 #include "block/null_node.h"
 #include "block/raw_node.h"
 #include "block/rbd/rbd_node.h"
@@ -77,6 +78,10 @@ absl::StatusOr<std::shared_ptr<BlockNode>> OpenBlockNode(const BlockdevOptions& 
           return std::shared_ptr<BlockNode>(*std::move(node));
         } else if constexpr (std::is_same_v<Driver, RbdOptions>) {
           auto node = RbdNode::Open(name, driver, options.read_only);
+          if (!node.ok()) return node.status();
+          return std::shared_ptr<BlockNode>(*std::move(node));
+        } else if constexpr (std::is_same_v<Driver, NbdOptions>) {
+          auto node = NbdNode::Open(name, driver, options.read_only);
           if (!node.ok()) return node.status();
           return std::shared_ptr<BlockNode>(*std::move(node));
         } else {

@@ -77,6 +77,20 @@ struct RbdOptions {
   bool operator==(const RbdOptions&) const = default;
 };
 
+// QEMU's nbd driver: a client of an NBD server (block/nbd/). `server` is QEMU's SocketAddress
+// (inet: host and port; unix: path).
+struct NbdOptions {
+  enum class Transport { kInet, kUnix };
+  Transport transport = Transport::kInet;
+  std::string host;         // inet
+  std::string port;         // inet: a number or a service name, as QEMU takes it
+  std::string path;         // unix: the socket
+  std::string export_name;  // `export`; empty: the server's default export
+  // Seconds that requests wait for a lost connection to come back before they fail with EIO.
+  uint32_t reconnect_delay = 0;
+  bool operator==(const NbdOptions&) const = default;
+};
+
 struct BlockdevOptions;
 
 // How options name a child node (QEMU's BlockdevRef / BlockdevRefOrNull).
@@ -97,7 +111,7 @@ struct BlockdevOptions {
   // Required at the top; an inline child without one gets an automatic name ("#block123").
   std::string node_name;
   bool read_only = false;
-  std::variant<NullOptions, FileOptions, RawOptions, Qcow2Options, RbdOptions> driver;
+  std::variant<NullOptions, FileOptions, RawOptions, Qcow2Options, RbdOptions, NbdOptions> driver;
   std::optional<ChildRef> file;     // format drivers' protocol child
   std::optional<ChildRef> backing;  // qcow2; unset: the one the image header names
   bool operator==(const BlockdevOptions&) const = default;

@@ -109,6 +109,36 @@ block::RbdOptions ReadRbdOptions(OptionReader& reader, Syntax syntax) {
   return rbd;
 }
 
+// QEMU's BlockdevOptionsNbd; `server` is a SocketAddress of type inet or unix.
+block::NbdOptions ReadNbdOptions(OptionReader& reader) {
+  using Transport = block::NbdOptions::Transport;
+  block::NbdOptions nbd;
+  OptionReader& server = reader.Child("server");
+  std::string type;
+  server.RequiredString("type", &type);
+  if (type == "inet") {
+    nbd.transport = Transport::kInet;
+    server.RequiredString("host", &nbd.host);
+    server.RequiredString("port", &nbd.port);
+  } else if (type == "unix") {
+    nbd.transport = Transport::kUnix;
+    server.RequiredString("path", &nbd.path);
+    if (server.ok()) nbd.path = AbsolutePath(nbd.path);
+  } else if (server.ok()) {
+    server.Fail("type", "'" + type + "' is not supported by bexd (supported: inet, unix)");
+  }
+  reader.String("export", &nbd.export_name);
+  std::string tls_creds;
+  reader.String("tls-creds", &tls_creds);
+  if (reader.Has("tls-creds")) {
+    reader.Fail("tls-creds",
+                "TLS is not supported by bexd's nbd driver yet; connect without it (over a "
+                "unix socket or a private network)");
+  }
+  reader.Integer("reconnect-delay", &nbd.reconnect_delay, 0, UINT32_MAX);
+  return nbd;
+}
+
 void SetDefault(json* object, const std::string& key, const json& value) {
   if (!object->contains(key)) (*object)[key] = value;
 }
@@ -227,10 +257,12 @@ absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax synt
     rbd.cache_no_flush = cache_no_flush;
     rbd.discard = discard;
     options.driver = std::move(rbd);
+  } else if (driver == "nbd") {
+    options.driver = ReadNbdOptions(reader);
   } else if (reader.ok()) {
     reader.Fail("driver", "'" + driver +
                               "' is not supported by bexd (supported: file, null-co, raw, qcow2, "
-                              "rbd)");
+                              "rbd, nbd)");
   }
   absl::Status status = reader.Finish();
   if (!status.ok()) return status;

@@ -128,13 +128,14 @@ ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t
   return options;
 }
 
-Daemon::Daemon(const std::vector<std::string>& args) {
+Daemon::Daemon(const std::vector<std::string>& args, const std::vector<std::string>& launcher) {
   std::vector<char*> argv;
+  for (const std::string& arg : launcher) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(const_cast<char*>(BEXD_BINARY));
   for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
-  const int error = ::posix_spawn(&pid_, BEXD_BINARY, nullptr, nullptr, argv.data(), environ);
-  EXPECT_EQ(error, 0) << "cannot run " << BEXD_BINARY << ": " << std::strerror(error);
+  const int error = ::posix_spawnp(&pid_, argv[0], nullptr, nullptr, argv.data(), environ);
+  EXPECT_EQ(error, 0) << "cannot run " << argv[0] << ": " << std::strerror(error);
   if (error != 0) pid_ = -1;
 }
 

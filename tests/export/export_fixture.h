@@ -62,9 +62,12 @@ ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t
                           bool growable = false);
 
 // A bexd process (BEXD_BINARY) with the given arguments; killed on destruction if still running.
+// `launcher` runs it (found on PATH, given bexd's command line after its own arguments): e.g.
+// nsenter into another network namespace, which execs bexd in place.
 class Daemon {
  public:
-  explicit Daemon(const std::vector<std::string>& args);
+  explicit Daemon(const std::vector<std::string>& args,
+                  const std::vector<std::string>& launcher = {});
   ~Daemon();
   // Waits (up to 20 s) until a FUSE file system is mounted on `path`.
   bool WaitMounted(const std::string& path) const;
