@@ -326,22 +326,28 @@ int64_t NbdConnection::Outcome(IoRequest* request) const {
   }
 }
 
+// Queue threads wait for wait_fd() edge-triggered, so nothing may be left ready in the epoll set
+// when this returns: no new edge would come for it. libnbd reads one reply per notification and
+// leaves the rest in the socket, so this runs until the set has nothing more to report.
 void NbdConnection::Process() {
-  HandleEvents();
-  do {
-    Settle();
-    RequestList done;
-    done.Splice(finished_);
-    while (IoRequest* request = done.PopFront()) {
-      --in_flight_;
-      finish_(context_, request, StateOf(request)->result);
-    }
-    // FinishFn may have started requests that ended at once (refused, or the connection gone).
-  } while (!finished_.empty() || !completed_.empty());
-  WatchSocket();
+  bool handled = true;
+  while (handled) {
+    handled = HandleEvents();
+    do {
+      Settle();
+      RequestList done;
+      done.Splice(finished_);
+      while (IoRequest* request = done.PopFront()) {
+        --in_flight_;
+        finish_(context_, request, StateOf(request)->result);
+      }
+      // FinishFn may have started requests that ended at once (refused, or the connection gone).
+    } while (!finished_.empty() || !completed_.empty());
+    WatchSocket();
+  }
 }
 
-void NbdConnection::HandleEvents() {
+bool NbdConnection::HandleEvents() {
   struct epoll_event events[3];
   const int count = epoll_wait(epoll_fd_, events, 3, 0);
   for (int i = 0; i < count; ++i) {
@@ -367,6 +373,7 @@ void NbdConnection::HandleEvents() {
         break;
     }
   }
+  return count > 0;
 }
 
 void NbdConnection::Settle() {

@@ -94,7 +94,8 @@ class NbdConnection final : public NbdReconnectClient {
   static int OnExtent(void* user_data, const char* context, uint64_t offset, uint32_t* entries,
                       size_t count, int* error);
 
-  void HandleEvents();
+  // Runs what the epoll set reports; false if it reported nothing.
+  bool HandleEvents();
   void Settle();  // sorts commands' completions and notices a lost connection
   // Keeps libnbd's message for the failure that killed the connection, for the log.
   void NoteLostReason();
