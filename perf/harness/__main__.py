@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from harness import build, ceph, charts, fio, machine, matrix, report, systems, vhost
+from harness import build, ceph, charts, fio, machine, matrix, nbd, report, systems, vhost
 
 QUICK_WORKLOADS = "randread-aio-j1,randwrite-aio-j1,randread-sync-j1,randwrite-sync-j1"
 # Seconds per cell beyond runtime + ramp (fio start-up and teardown), and per daemon start/stop.
@@ -34,8 +34,9 @@ def parse_args(repo):
                         help="comma list of limit, qsd, native, bexd, vhost (default all; "
                              "vhost = bexd's vhost-user-fs export driven by vhost_bench)")
     parser.add_argument("--drivers", default=",".join(matrix.DEFAULT_DRIVERS),
-                        help="null,file,rbd (default null,file; rbd starts a throwaway Ceph "
-                             "cluster and adds `rbd bench` as native-rbd)")
+                        help="null,file,rbd,nbd (default null,file; rbd starts a throwaway Ceph "
+                             "cluster and adds `rbd bench` as native-rbd; nbd starts an nbdkit "
+                             "memory server for bexd and QSD)")
     parser.add_argument("--queues", help="queue counts for bexd and the limit responder "
                                          "(default 1,2,4)")
     parser.add_argument("--workloads", help="comma list of RW-ENGINE-jN (default: all 16)")
@@ -168,6 +169,7 @@ class Run:
         self.targets = matrix.targets(args.system_list, args.driver_list, args.queue_list,
                                       baseline=bool(args.baseline))
         self.cluster = ceph.Cluster(repo, args.size) if "rbd" in args.driver_list else None
+        self.nbd_server = nbd.Server(args.size) if "nbd" in args.driver_list else None
         self.workloads = args.workload_list
         self.raw_rows = []
         self.memory_rows = []
@@ -188,7 +190,9 @@ class Run:
     def daemon_command(self, target):
         return systems.daemon_command(target, self.binaries, self.args.image, self.mountpoint,
                                       self.args.size, self.socket_path,
-                                      self.cluster.conf if self.cluster else None)
+                                      systems.Remote(
+                                          self.cluster.conf if self.cluster else None,
+                                          self.nbd_server.socket if self.nbd_server else None))
 
     def cell_command(self, target, workload):
         """The fio command of a cell; for the vhost system the vhost_bench command, for
@@ -219,6 +223,9 @@ class Run:
             lines += [" ".join(command) for command in self.cluster.setup_commands()]
             lines += [f"# stopped at the end: {self.cluster.script} stop {self.cluster.directory}",
                       "```", ""]
+        if self.nbd_server:
+            lines += ["## NBD server (nbd driver)", "", "```",
+                      " ".join(self.nbd_server.command()), "```", ""]
         for target in self.targets:
             command = self.daemon_command(target)
             lines += [f"## {target.name}", "", "```",
@@ -382,15 +389,21 @@ def main():
             run.cluster.start()
             run.facts["ceph (rbd driver)"] = (f"{run.cluster.version()}; one mon and one memstore "
                                               f"OSD on 127.0.0.1, image {ceph.POOL_IMAGE}")
+        if run.nbd_server:
+            run.nbd_server.start()
+            run.facts["nbd server (nbd driver)"] = (f"{run.nbd_server.version()}, memory plugin, "
+                                                    "unix socket")
         run.write_commands()
         run.run()
     except KeyboardInterrupt:
         run.error("interrupted; the results are partial")
-    except ceph.CephError as error:
+    except (ceph.CephError, nbd.NbdError) as error:
         run.error(str(error))
     finally:
         if run.cluster:
             run.cluster.stop()
+        if run.nbd_server:
+            run.nbd_server.stop()
     run.write_outputs(final=True)
     print(f"\nwrote {os.path.join(args.out, 'summary.md')}")
     for description, verdict, failing in report.check_targets(

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 RW_KINDS = ("read", "write", "randread", "randwrite")
 ENGINES = ("aio", "sync")
 NUMJOBS = (1, 4)
-DRIVERS = ("null", "file", "rbd")
-# rbd needs a Ceph cluster (started by the harness) and is measured only when asked for.
+DRIVERS = ("null", "file", "rbd", "nbd")
+# rbd and nbd need a server (started by the harness) and are measured only when asked for.
 DEFAULT_DRIVERS = ("null", "file")
 SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost")
 
@@ -29,7 +29,7 @@ class Workload:
 @dataclass(frozen=True)
 class Target:
     system: str  # one of SYSTEMS; vhost is bexd's vhost-user-fs export driven by vhost_bench
-    # null, file or rbd; the limit responder counts as null (it serves zeroes); native is fio on
+    # null, file, rbd or nbd; the limit responder counts as null (it serves zeroes); native is fio on
     # the image file for file and `rbd bench` for rbd
     driver: str
     queues: int  # FUSE queues (vhost: request rings); 1 for systems without multi-queue FUSE

@@ -58,7 +58,7 @@ class Summary:
         refs = [("QSD", f"qsd-{target.driver}")]
         if target.driver == "null":
             refs.append(("limit", f"limit-q{target.queues}"))
-        else:
+        elif target.driver != "nbd":  # nbd has no native reference, only QSD on its server
             refs.append(("native", f"native-{target.driver}"))
         refs.append(("base", target.base.name))
         return refs
@@ -151,6 +151,9 @@ def check_targets(summary):
     check("rbd: every cell ≥ 90 % of `rbd bench` at the same queue depth", rbd_targets,
           lambda w: True, lambda t: "native-rbd", 0.9)
     check("rbd: every cell ≥ 1.3× QSD", rbd_targets, lambda w: True, lambda t: "qsd-rbd", 1.3)
+    nbd_targets = [t for t in bexd if t.driver == "nbd"]
+    check("nbd: every cell ≥ 1.3× QSD (same nbdkit server)", nbd_targets, lambda w: True,
+          lambda t: "qsd-nbd", 1.3)
 
     # More queues never lose at QD1: each multi-queue bexd target against its one-queue sibling.
     failing, compared = [], 0
@@ -209,7 +212,7 @@ def markdown(summary, facts, settings, memory_rows, chart_files):
                  "Ratios compare medians. bs=4k, direct=1; aio = libaio QD16, sync = pvsync2 QD1; "
                  "jN = numjobs N (group_reporting, all jobs on the one file).")
     lines.append("")
-    for driver in ("null", "file", "rbd"):
+    for driver in ("null", "file", "rbd", "nbd"):
         lines += _driver_table(summary, driver)
     lines += _vhost_table(summary)
     lines += _cpu_table(summary)

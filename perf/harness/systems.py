@@ -6,6 +6,7 @@ import stat
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 
 MOUNT_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
@@ -15,27 +16,37 @@ class DaemonError(Exception):
     """A daemon did not start, mount, or stop as expected."""
 
 
-def _node(target, image, size, rbd_conf, qsd):
+def _node(target, image, size, remote, qsd):
     """The --blockdev of `target`'s driver, in bexd's or QSD's spelling."""
     if target.driver == "null":
         return f"driver={'null-co' if qsd else 'null'},node-name=n0,size={size},read-zeroes=on"
     if target.driver == "rbd":
         # Both with QEMU's default cache mode (librbd's cache on), as `rbd bench` runs.
-        return f"driver=rbd,node-name=n0,pool=rbd,image=bench,conf={rbd_conf}"
+        return f"driver=rbd,node-name=n0,pool=rbd,image=bench,conf={remote.rbd_conf}"
+    if target.driver == "nbd":
+        return f"driver=nbd,node-name=n0,server.type=unix,server.path={remote.nbd_socket}"
     return f"driver=file,node-name=n0,filename={image},cache.direct=on,aio=native"
 
 
-def daemon_command(target, binaries, image, mountpoint, size, socket_path, rbd_conf=None):
+@dataclass(frozen=True)
+class Remote:
+    """Where the remote drivers' stores are: the Ceph cluster's client configuration (rbd) and
+    the NBD server's socket (nbd); None for a driver not in the run."""
+    rbd_conf: str = None
+    nbd_socket: str = None
+
+
+def daemon_command(target, binaries, image, mountpoint, size, socket_path, remote=Remote()):
     """The command line that serves `target`, or None for native (fio on the image itself, or
     `rbd bench`). FUSE exports mount on `mountpoint`; the vhost-user-fs export listens on
-    `socket_path`; rbd nodes reach the cluster through `rbd_conf`."""
+    `socket_path`; rbd and nbd nodes reach their stores as `remote` says."""
     if target.system == "native":
         return None
     if target.system == "limit":
         return [binaries["limit"], f"--mountpoint={mountpoint}", f"--size={size}",
                 f"--queues={target.queues}"]
     if target.system in ("bexd", "vhost"):
-        node = _node(target, image, size, rbd_conf, qsd=False)
+        node = _node(target, image, size, remote, qsd=False)
         if target.system == "vhost":
             export = (f"type=vhost-user-fs,id=e0,node-name=n0,addr.type=unix,"
                       f"addr.path={socket_path},tag=bench,writable=on,"
@@ -48,7 +59,7 @@ def daemon_command(target, binaries, image, mountpoint, size, socket_path, rbd_c
     if target.system == "qsd":
         # QSD 7.2 has one FUSE queue; it does accept an iothread for the export, which moves the
         # request handling off the main loop.
-        node = _node(target, image, size, rbd_conf, qsd=True)
+        node = _node(target, image, size, remote, qsd=True)
         return [binaries["qsd"], "--object", "iothread,id=io0", "--blockdev", node, "--export",
                 f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable=on,iothread=io0"]
     raise ValueError(f"unknown system '{target.system}'")
