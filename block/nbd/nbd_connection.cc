@@ -94,6 +94,10 @@ NbdConnection::~NbdConnection() {
 
 void NbdConnection::Start(IoRequest* request) {
   ++in_flight_;
+  Route(request);
+}
+
+void NbdConnection::Route(IoRequest* request) {
   switch (state_) {
     case State::kConnected:
       Issue(request);
@@ -382,18 +386,9 @@ void NbdConnection::Settle() {
     NbdRequestState* state = StateOf(request);
     const bool flush_lost = state->flush_after && state->error == 0 && state_ != State::kConnected;
     if (state->lost || flush_lost) {
-      // Reads and writes are idempotent, so the whole request goes again on the next connection.
-      switch (state_) {
-        case State::kConnected:  // a new connection came before this was sorted
-          Issue(request);
-          break;
-        case State::kWaiting:
-          held_.PushBack(request);
-          break;
-        case State::kFailing:
-          Finish(request, -EIO);
-          break;
-      }
+      // Reads and writes are idempotent, so the whole request goes again on the next connection
+      // (at once if one came before this was sorted).
+      Route(request);
       continue;
     }
     if (state->flush_after && state->error == 0) {

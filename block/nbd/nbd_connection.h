@@ -77,6 +77,8 @@ class NbdConnection final : public NbdReconnectClient {
   // Takes `handle` as the live connection and watches its socket.
   absl::Status Adopt(NbdHandle handle);
 
+  // Issues, holds or fails the request, as the connection's state says.
+  void Route(IoRequest* request);
   void Issue(IoRequest* request);
   void IssueData(IoRequest* request, uint32_t flags);
   void IssueRanges(IoRequest* request, uint32_t flags);

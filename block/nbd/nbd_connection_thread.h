@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "block/nbd/nbd_connection.h"
-#include "block/nbd/request_stack.h"
+#include "block/request_stack.h"
 
 namespace bexd::block {
 

@@ -73,6 +73,16 @@ uint32_t NbdNode::request_alignment() const {
   return info.block_status || info.size % 512 != 0 ? 1 : 512;
 }
 
+Capabilities NbdNode::capabilities() const {
+  const NbdServerInfo& offered = link_.opened;
+  Capabilities capabilities;
+  capabilities.discard = !read_only_ && offered.can_trim;
+  capabilities.block_status = offered.block_status;
+  capabilities.flush = !read_only_ && offered.can_flush;
+  capabilities.resize = false;
+  return capabilities;
+}
+
 absl::Status NbdNode::Truncate(uint64_t new_size) {
   if (new_size == size()) return absl::OkStatus();
   return absl::FailedPreconditionError(

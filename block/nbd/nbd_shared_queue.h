@@ -9,8 +9,8 @@
 
 #include "block/block_node.h"
 #include "block/nbd/nbd_connection_thread.h"
-#include "block/nbd/request_stack.h"
 #include "block/request_list.h"
+#include "block/request_stack.h"
 
 namespace bexd::block {
 

@@ -108,6 +108,15 @@ void RbdNode::OnImageUpdate(void* arg) {
   if (rbd_get_size(node->image_, &size) == 0) node->size_.store(size, std::memory_order_relaxed);
 }
 
+Capabilities RbdNode::capabilities() const {
+  Capabilities capabilities;
+  capabilities.discard = options_.discard == DiscardMode::kUnmap;
+  capabilities.block_status = false;
+  capabilities.flush = !read_only_ && !options_.cache_no_flush;
+  capabilities.resize = !read_only_;
+  return capabilities;
+}
+
 absl::Status RbdNode::TakeExclusiveLock() {
   auto failed = [&](const absl::Status& status) {
     return absl::Status(status.code(), fmt::format("node '{}': image '{}': {}", node_name(),

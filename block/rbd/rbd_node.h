@@ -38,6 +38,9 @@ class RbdNode final : public BlockNode, public std::enable_shared_from_this<RbdN
   // lock owner, i.e. this node, on the other client's behalf).
   uint64_t size() const override { return size_.load(std::memory_order_relaxed); }
   bool read_only() const override { return read_only_; }
+  // Discards free storage with discard=unmap; block status is all data (no fast-diff query);
+  // FUA needs nothing (writes complete once the OSDs have them); snapshots cannot resize.
+  Capabilities capabilities() const override;
   // rbd_resize; growing and shrinking both work (QEMU's block_resize, a growable export).
   absl::Status Truncate(uint64_t new_size) override;
   absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override;

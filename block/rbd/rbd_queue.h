@@ -1,7 +1,7 @@
 // One queue thread's I/O context on an RbdNode. Each request becomes one asynchronous librbd
 // call (rbd_aio_readv/writev/flush/discard/write_zeroes); librbd runs its completion on one of
 // its own threads, which stores the result in the request, pushes the request onto this queue's
-// CompletionHandoff and, when that was empty, writes the queue's eventfd. Poll() takes the
+// RequestStack and, when that was empty, writes the queue's eventfd. Poll() takes the
 // finished requests and runs their callbacks on the queue thread. No lock; the only allocations
 // per request are librbd's own (its completion object and internal request state).
 #pragma once
@@ -14,9 +14,9 @@
 #include <memory>
 
 #include "block/block_node.h"
-#include "block/rbd/completion_handoff.h"
 #include "block/rbd/rbd_node.h"
 #include "block/request_list.h"
+#include "block/request_stack.h"
 
 namespace bexd::block {
 
@@ -44,7 +44,7 @@ class RbdQueue final : public IoQueue {
 
   std::shared_ptr<RbdNode> node_;
   const int event_fd_;
-  CompletionHandoff finished_;
+  RequestStack finished_;
   // Requests librbd holds; each completion callback decrements it as its very last step, so
   // the destructor knows when no librbd thread can touch this queue any more.
   std::atomic<uint32_t> in_librbd_{0};

@@ -1,4 +1,5 @@
-"""Starting, watching and stopping the daemons under test (bexd, QSD, the limit responder)."""
+"""Starting, watching and stopping the daemons under test (bexd, QSD, the limit responder,
+virtiofsd)."""
 
 import os
 import signal
@@ -8,12 +9,26 @@ import threading
 import time
 from dataclasses import dataclass
 
+from harness.matrix import BACKEND
+
 MOUNT_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
 
 
 class DaemonError(Exception):
     """A daemon did not start, mount, or stop as expected."""
+
+
+# The host cache setting of the file drivers, as bexd's and QSD's file node options.
+FILE_CACHE = {"file": "cache.direct=on", "pagecache": "cache.direct=off"}
+
+
+@dataclass(frozen=True)
+class Remote:
+    """Where the remote drivers' stores are: the Ceph cluster's client configuration (rbd) and
+    the NBD server's socket (nbd); None for a driver not in the run."""
+    rbd_conf: str = None
+    nbd_socket: str = None
 
 
 def _node(target, image, size, remote, qsd):
@@ -25,29 +40,38 @@ def _node(target, image, size, remote, qsd):
         return f"driver=rbd,node-name=n0,pool=rbd,image=bench,conf={remote.rbd_conf}"
     if target.driver == "nbd":
         return f"driver=nbd,node-name=n0,server.type=unix,server.path={remote.nbd_socket}"
-    return f"driver=file,node-name=n0,filename={image},cache.direct=on,aio=native"
+    # QEMU refuses aio=native without O_DIRECT.
+    aio = "threads" if qsd and target.driver == "pagecache" else "native"
+    return f"driver=file,node-name=n0,filename={image},{FILE_CACHE[target.driver]},aio={aio}"
 
 
-@dataclass(frozen=True)
-class Remote:
-    """Where the remote drivers' stores are: the Ceph cluster's client configuration (rbd) and
-    the NBD server's socket (nbd); None for a driver not in the run."""
-    rbd_conf: str = None
-    nbd_socket: str = None
-
-
-def daemon_command(target, binaries, image, mountpoint, size, socket_path, remote=Remote()):
+def daemon_command(target, binaries, image, mountpoint, size, socket_path, share_dir,
+                   remote=Remote()):
     """The command line that serves `target`, or None for native (fio on the image itself, or
-    `rbd bench`). FUSE exports mount on `mountpoint`; the vhost-user-fs export listens on
-    `socket_path`; rbd and nbd nodes reach their stores as `remote` says."""
+    `rbd bench`). FUSE exports mount on `mountpoint`; the vhost-user-fs export and virtiofsd
+    listen on `socket_path`; virtiofsd shares `share_dir`, which holds the image as n0 (the file
+    name the bexd export shows, so that vhost_bench opens the same name on both); rbd and nbd
+    nodes reach their stores as `remote` says."""
     if target.system == "native":
         return None
     if target.system == "limit":
         return [binaries["limit"], f"--mountpoint={mountpoint}", f"--size={size}",
                 f"--queues={target.queues}"]
-    if target.system in ("bexd", "vhost"):
+    backend = BACKEND.get(target.system, target.system)
+    if backend == "virtiofsd":
+        # Its seccomp filter kills it when glibc creates a ninth malloc arena (thread pools above
+        # 8). The chroot sandbox keeps it one process, so its CPU time can be read; the namespace
+        # sandbox would fork. cache=none: FOPEN_DIRECT_IO, as bexd answers OPEN. O_DIRECT from
+        # the frontend reaches the host file only with allow_direct_io (the file driver).
+        command = ["env", "MALLOC_ARENA_MAX=8", binaries["virtiofsd"],
+                   f"--socket-path={socket_path}", "-o", f"source={share_dir}", "-o",
+                   "sandbox=chroot", "-o", "cache=none", f"--thread-pool-size={target.threads}"]
+        if target.driver == "file":
+            command += ["-o", "allow_direct_io"]
+        return command
+    if backend == "bexd":
         node = _node(target, image, size, remote, qsd=False)
-        if target.system == "vhost":
+        if target.system != "bexd":
             export = (f"type=vhost-user-fs,id=e0,node-name=n0,addr.type=unix,"
                       f"addr.path={socket_path},tag=bench,writable=on,"
                       f"num-request-queues={target.queues}")
@@ -137,6 +161,24 @@ def read_cpu_seconds(pid):
     # The command name is in parentheses and may contain spaces; fields follow the last ')'.
     fields = text[text.rindex(")") + 2:].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def read_context_switches(pid):
+    """Voluntary plus involuntary context switches of the live threads of `pid`."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/status") as status:
+                    for line in status:
+                        if line.startswith(("voluntary_ctxt_switches:",
+                                            "nonvoluntary_ctxt_switches:")):
+                            total += int(line.split()[1])
+            except FileNotFoundError:
+                pass  # the thread ended meanwhile
+    except OSError as error:
+        raise DaemonError(f"cannot read the threads of process {pid}: {error}") from None
+    return total
 
 
 def _log_tail(path, lines=15):

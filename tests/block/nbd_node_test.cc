@@ -141,6 +141,14 @@ TEST_F(NbdNodeTest, ReportsWhatTheServerOffers) {
   EXPECT_EQ(node->request_alignment(), 1u);
   EXPECT_EQ(node->filename(), "nbd+unix://?socket=" + socket_);
   EXPECT_TRUE(std::static_pointer_cast<NbdNode>(node)->multi_conn());
+  // nbdkit's memory plugin trims, flushes and reports block status.
+  const Capabilities capabilities = node->capabilities();
+  EXPECT_TRUE(capabilities.discard);
+  EXPECT_TRUE(capabilities.write_zeroes);
+  EXPECT_TRUE(capabilities.block_status);
+  EXPECT_TRUE(capabilities.flush);
+  EXPECT_TRUE(capabilities.fua);
+  EXPECT_FALSE(capabilities.resize);
   // An NBD export's size is the server's.
   EXPECT_TRUE(node->Truncate(kSize).ok());
   absl::Status grown = node->Truncate(2 * kSize);
@@ -338,6 +346,9 @@ TEST_F(NbdNodeTest, WithoutZeroesOrBlockStatus) {
   }
   auto node = OpenOrFail(Options());
   ASSERT_NE(node, nullptr);
+  // Zeroes are written instead; without block status, asking would tell nothing.
+  EXPECT_TRUE(node->capabilities().write_zeroes);
+  EXPECT_FALSE(node->capabilities().block_status);
   auto queue = Queue(*node);
   ASSERT_NE(queue, nullptr);
   // 2.5 MiB: more than one write from the 1 MiB zero buffer.

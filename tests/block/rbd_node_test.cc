@@ -200,6 +200,9 @@ TEST_F(RbdNodeTest, TruncateResizesTheImage) {
   ASSERT_TRUE(cluster_->CreateImage("img", 4 * kMiB));
   std::shared_ptr<BlockNode> node = OpenOrFail(Options("img"));
   ASSERT_NE(node, nullptr);
+  EXPECT_TRUE(node->capabilities().resize);
+  EXPECT_TRUE(node->capabilities().flush);
+  EXPECT_FALSE(node->capabilities().block_status);  // librbd is not asked: all data
   auto queue = MakeQueue(*node);
   std::vector<unsigned char> data = Pattern(4096, 4);
   EXPECT_EQ(WriteAt(*queue, data.data(), data.size(), 4 * kMiB), -EINVAL);
@@ -221,6 +224,8 @@ TEST_F(RbdNodeTest, TruncateResizesTheImage) {
   std::shared_ptr<BlockNode> reader = OpenOrFail(Options("img"), /*read_only=*/true);
   ASSERT_NE(reader, nullptr);
   EXPECT_EQ(reader->size(), kMiB);
+  EXPECT_FALSE(reader->capabilities().resize);
+  EXPECT_FALSE(reader->capabilities().flush);
   absl::Status refused = reader->Truncate(2 * kMiB);
   EXPECT_EQ(refused.message(), "node 'rbd0': cannot resize: the node is read-only");
 }

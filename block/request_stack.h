@@ -1,8 +1,8 @@
-// Requests that finished on threads the queue does not own (librbd's), handed back to the queue
-// thread that submitted them. A lock-free multi-producer, single-consumer stack linked through
-// the requests' own RequestLink, so the hand-off neither locks nor allocates: a producer pushes
-// with one compare-and-swap, the owner takes the whole stack with one exchange. Taking all at
-// once makes the stack immune to ABA (nothing is ever popped singly).
+// A lock-free hand-off of IoRequests from any number of threads to one consumer (librbd's
+// completion threads to a queue thread; queue threads to an nbd connection thread and back):
+// producers push one request at a time with a compare-and-swap, linked through the request's own
+// RequestLink, so nothing locks or allocates; the consumer takes all of them at once with one
+// exchange. Taking everything at once is what keeps it free of the ABA problem.
 #pragma once
 
 #include <atomic>
@@ -11,10 +11,9 @@
 
 namespace bexd::block {
 
-class CompletionHandoff {
+class RequestStack {
  public:
-  // Any thread. The request's RequestLink must be free (it is not on any list). Returns true if
-  // the stack was empty, i.e. the owner may be asleep and needs a wake-up.
+  // Returns true if the stack was empty: the pusher then wakes the consumer.
   bool Push(IoRequest* request) {
     RequestLink* link = DriverState<RequestLink>(request);
     IoRequest* head = head_.load(std::memory_order_relaxed);
@@ -25,19 +24,19 @@ class CompletionHandoff {
     return head == nullptr;
   }
 
-  // Owner thread: appends every request pushed so far to `out`, oldest first.
+  // Moves every pushed request to `out`, oldest first.
   void TakeAll(RequestList* out) {
     IoRequest* newest = head_.exchange(nullptr, std::memory_order_acquire);
     IoRequest* oldest = nullptr;
     while (newest != nullptr) {  // reverse the stack into push order
       RequestLink* link = DriverState<RequestLink>(newest);
-      IoRequest* older = link->next;
+      IoRequest* next = link->next;
       link->next = oldest;
       oldest = newest;
-      newest = older;
+      newest = next;
     }
     while (oldest != nullptr) {
-      IoRequest* next = DriverState<RequestLink>(oldest)->next;
+      IoRequest* next = RequestList::Next(oldest);
       out->PushBack(oldest);
       oldest = next;
     }
