@@ -15,17 +15,7 @@
 
 namespace bexd::block::testing {
 
-std::string AioTestName(AioMode aio) {
-  switch (aio) {
-    case AioMode::kNative:
-      return "Native";
-    case AioMode::kThreads:
-      return "Threads";
-    case AioMode::kIoUring:
-      return "IoUring";
-  }
-  return "Unknown";
-}
+std::string AioTestName(AioMode aio) { return AioModeName(aio); }
 
 absl::StatusOr<std::shared_ptr<BlockNode>> OpenFile(const FileOptions& options, bool read_only,
                                                     const std::string& node_name,
