@@ -235,11 +235,13 @@ TEST(BlockdevSchemaTest, NbdErrors) {
                                  "reconnect-delay=-1"),
                           Syntax::kKeyval),
             "reconnect-delay: expected a non-negative integer, got \"-1\"");
-  EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
-                                 "open-timeout=5"),
-                          Syntax::kKeyval),
-            "open-timeout: unknown option (known here: cache, discard, driver, export, node-name, "
-            "read-only, reconnect-delay, server, tls-creds)");
+  EXPECT_EQ(
+      BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
+                           "open-timeout=5"),
+                    Syntax::kKeyval),
+      "open-timeout: unknown option (known here: auto-read-only, cache, discard, driver, export, "
+      "node-name, "
+      "read-only, reconnect-delay, server, tls-creds)");
 }
 
 TEST_F(SchemaTest, FuseExportFromKeyvalAsQsdWritesIt) {
