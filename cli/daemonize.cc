@@ -54,44 +54,42 @@ StartupReport StartupReport::Daemonize() {
     log::Error("--daemonize: pipe: {}", std::strerror(errno));
     std::exit(1);
   }
+  util::UniqueFd read_end(fds[0]);
+  util::UniqueFd write_end(fds[1]);
   pid_t child = ::fork();
   if (child < 0) {
     log::Error("--daemonize: fork: {}", std::strerror(errno));
     std::exit(1);
   }
   if (child > 0) {
-    ::close(fds[1]);
-    WaitForChild(fds[0], child);
+    write_end.Reset();
+    WaitForChild(read_end.get(), child);
   }
-  ::close(fds[0]);
+  read_end.Reset();
   ::setsid();
-  return StartupReport(fds[1]);
+  return StartupReport(std::move(write_end));
 }
 
 void StartupReport::Succeeded() {
-  if (pipe_fd_ < 0) return;
-  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null_fd >= 0) {
-    ::dup2(null_fd, STDIN_FILENO);
-    ::dup2(null_fd, STDOUT_FILENO);
-    ::dup2(null_fd, STDERR_FILENO);
-    ::close(null_fd);
+  if (!pipe_fd_) return;
+  if (util::UniqueFd null_fd(::open("/dev/null", O_RDWR | O_CLOEXEC)); null_fd) {
+    ::dup2(null_fd.get(), STDIN_FILENO);
+    ::dup2(null_fd.get(), STDOUT_FILENO);
+    ::dup2(null_fd.get(), STDERR_FILENO);
   }
   // Keeps no directory (and so no file system) busy; every path was made absolute at parsing.
   if (::chdir("/") != 0) log::Warn("--daemonize: chdir /: {}", std::strerror(errno));
-  WriteAll(pipe_fd_, kReady);
-  ::close(pipe_fd_);
-  pipe_fd_ = -1;
+  WriteAll(pipe_fd_.get(), kReady);
+  pipe_fd_.Reset();
 }
 
 void StartupReport::Failed(std::string_view message) {
-  if (pipe_fd_ < 0) {
+  if (!pipe_fd_) {
     log::Error("{}", message);
     return;
   }
-  WriteAll(pipe_fd_, message);
-  ::close(pipe_fd_);
-  pipe_fd_ = -1;
+  WriteAll(pipe_fd_.get(), message);
+  pipe_fd_.Reset();
 }
 
 }  // namespace bexd::cli

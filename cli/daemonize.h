@@ -6,6 +6,8 @@
 
 #include <string_view>
 
+#include "util/unique_fd.h"
+
 namespace bexd::cli {
 
 class StartupReport {
@@ -15,7 +17,7 @@ class StartupReport {
   // Forks. Returns only in the child (a new session); the parent waits and exits.
   static StartupReport Daemonize();
 
-  bool daemonized() const { return pipe_fd_ >= 0; }
+  bool daemonized() const { return static_cast<bool>(pipe_fd_); }
   // Child: start-up succeeded. Lets the parent exit 0, then detaches from the terminal (stdio to
   // /dev/null) and from the current directory.
   void Succeeded();
@@ -23,9 +25,9 @@ class StartupReport {
   void Failed(std::string_view message);
 
  private:
-  explicit StartupReport(int pipe_fd) : pipe_fd_(pipe_fd) {}
+  explicit StartupReport(util::UniqueFd pipe_fd) : pipe_fd_(std::move(pipe_fd)) {}
 
-  int pipe_fd_ = -1;
+  util::UniqueFd pipe_fd_;  // the child's end of the pipe to the waiting parent
 };
 
 }  // namespace bexd::cli

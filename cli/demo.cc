@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <string_view>
 
+#include "util/unique_fd.h"
+
 namespace bexd::cli {
 namespace {
 
@@ -35,20 +37,21 @@ absl::StatusOr<std::string> DefaultDir() {
 // never leaves a half-written image behind.
 absl::Status CreateImage(const std::string& image) {
   std::string partial = image + ".partial";
-  int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return DemoError("cannot create", partial);
+  util::UniqueFd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd) return DemoError("cannot create", partial);
   absl::Status status;
-  if (::ftruncate(fd, kDemoImageBytes) != 0) status = DemoError("cannot size", partial);
+  if (::ftruncate(fd.get(), kDemoImageBytes) != 0) status = DemoError("cannot size", partial);
   for (uint64_t mib = 0; status.ok() && mib < kDemoImageBytes >> 20; ++mib) {
     std::string label = mib == 0
                             ? fmt::format("{}: 64 MiB raw, served by bexd over FUSE\n", kDemoLabel)
                             : fmt::format("{}: MiB {}\n", kDemoLabel, mib);
-    if (::pwrite(fd, label.data(), label.size(), mib << 20) != static_cast<ssize_t>(label.size())) {
+    if (::pwrite(fd.get(), label.data(), label.size(), mib << 20) !=
+        static_cast<ssize_t>(label.size())) {
       status = DemoError("cannot write", partial);
     }
   }
-  if (status.ok() && ::fsync(fd) != 0) status = DemoError("cannot sync", partial);
-  ::close(fd);
+  if (status.ok() && ::fsync(fd.get()) != 0) status = DemoError("cannot sync", partial);
+  fd.Reset();
   if (status.ok() && ::rename(partial.c_str(), image.c_str()) != 0) {
     status = DemoError("cannot rename into place", image);
   }
@@ -57,12 +60,11 @@ absl::Status CreateImage(const std::string& image) {
 }
 
 absl::Status PrepareMountpoint(const std::string& mountpoint) {
-  int fd = ::open(mountpoint.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  util::UniqueFd fd(::open(mountpoint.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
   // A demo killed without unmounting left a dead FUSE mount on the file, which the export
   // detaches when it starts (docs/fuse-export.md#restarting-after-a-crash).
-  if (fd < 0 && errno == ENOTCONN) return absl::OkStatus();
-  if (fd < 0) return DemoError("cannot create the mountpoint", mountpoint);
-  ::close(fd);
+  if (!fd && errno == ENOTCONN) return absl::OkStatus();
+  if (!fd) return DemoError("cannot create the mountpoint", mountpoint);
   return absl::OkStatus();
 }
 

@@ -1,43 +1,38 @@
 #include "cli/event_loop.h"
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
-#include <absl/status/status.h>
 
 #include <cerrno>
 #include <string>
 
+#include "util/eventfd.h"
+#include "util/status.h"
+
 namespace bexd::cli {
-namespace {
 
-absl::Status Errno(const char* what) { return absl::ErrnoToStatus(errno, what); }
-
-}  // namespace
-
-EventLoop::EventLoop()
-    : epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)),
-      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-  epoll_event wake{.events = EPOLLIN, .data = {.u64 = kWakeToken}};
-  if (epoll_fd_ < 0) {
-    status_ = Errno("epoll_create1");
-  } else if (wake_fd_ < 0) {
-    status_ = Errno("eventfd");
-  } else if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake) != 0) {
-    status_ = Errno("epoll_ctl(ADD)");
+EventLoop::EventLoop() : epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)) {
+  if (!epoll_fd_) {
+    status_ = util::ErrnoStatus(errno, "epoll_create1");
+    return;
   }
-}
-
-EventLoop::~EventLoop() {
-  if (wake_fd_ >= 0) ::close(wake_fd_);
-  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+  absl::StatusOr<util::UniqueFd> wake_fd = util::CreateEventFd();
+  if (!wake_fd.ok()) {
+    status_ = wake_fd.status();
+    return;
+  }
+  wake_fd_ = std::move(*wake_fd);
+  epoll_event wake{.events = EPOLLIN, .data = {.u64 = kWakeToken}};
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &wake) != 0) {
+    status_ = util::ErrnoStatus(errno, "epoll_ctl(ADD)");
+  }
 }
 
 absl::Status EventLoop::Add(int fd, uint32_t events, Handler handler) {
   uint64_t token = next_token_++;
   epoll_event event{.events = events, .data = {.u64 = token}};
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) return Errno("epoll_ctl(ADD)");
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
+    return util::ErrnoStatus(errno, "epoll_ctl(ADD)");
+  }
   registrations_[fd] = {token, std::move(handler)};
   return absl::OkStatus();
 }
@@ -46,13 +41,15 @@ absl::Status EventLoop::Modify(int fd, uint32_t events) {
   auto it = registrations_.find(fd);
   if (it == registrations_.end()) return absl::NotFoundError("fd is not registered");
   epoll_event event{.events = events, .data = {.u64 = it->second.token}};
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &event) != 0) return Errno("epoll_ctl(MOD)");
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, fd, &event) != 0) {
+    return util::ErrnoStatus(errno, "epoll_ctl(MOD)");
+  }
   return absl::OkStatus();
 }
 
 void EventLoop::Remove(int fd) {
   if (registrations_.erase(fd) == 0) return;
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);
 }
 
 void EventLoop::Post(Task task) {
@@ -60,14 +57,11 @@ void EventLoop::Post(Task task) {
     std::lock_guard lock(posted_mutex_);
     posted_.push_back(std::move(task));
   }
-  const uint64_t one = 1;
-  // Only fails if the counter is about to overflow, and then the loop is awake anyway.
-  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+  util::SignalEventFd(wake_fd_.get());
 }
 
 void EventLoop::RunPosted() {
-  uint64_t count;
-  [[maybe_unused]] ssize_t n = ::read(wake_fd_, &count, sizeof(count));
+  util::DrainEventFd(wake_fd_.get());
   // Run outside the lock: a task may post again (it then runs on the next wake-up).
   std::vector<Task> tasks;
   {
@@ -80,8 +74,8 @@ void EventLoop::RunPosted() {
 absl::Status EventLoop::RunOnce(int timeout_ms) {
   constexpr int kMaxEvents = 64;
   epoll_event events[kMaxEvents];
-  int count = ::epoll_wait(epoll_fd_, events, kMaxEvents, timeout_ms);
-  if (count < 0) return errno == EINTR ? absl::OkStatus() : Errno("epoll_wait");
+  int count = ::epoll_wait(epoll_fd_.get(), events, kMaxEvents, timeout_ms);
+  if (count < 0) return errno == EINTR ? absl::OkStatus() : util::ErrnoStatus(errno, "epoll_wait");
   for (int i = 0; i < count; ++i) {
     if (events[i].data.u64 == kWakeToken) {
       RunPosted();

@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "util/unique_fd.h"
+
 namespace bexd::cli {
 
 class EventLoop {
@@ -19,7 +21,6 @@ class EventLoop {
   using Task = std::function<void()>;
 
   EventLoop();
-  ~EventLoop();
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
 
@@ -45,8 +46,8 @@ class EventLoop {
 
   void RunPosted();
 
-  int epoll_fd_ = -1;
-  int wake_fd_ = -1;  // an eventfd: readable while tasks are pending
+  util::UniqueFd epoll_fd_;
+  util::UniqueFd wake_fd_;  // an eventfd: readable while tasks are pending
   absl::Status status_;
   uint64_t next_token_ = 1;
   std::unordered_map<int, Registration> registrations_;

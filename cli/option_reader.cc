@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/json_text.h"
+#include "util/size.h"
 
 namespace bexd::cli {
 namespace {
@@ -15,18 +16,6 @@ using nlohmann::json;
 const json& EmptyObject() {
   static const json* empty = new json(json::object());
   return *empty;
-}
-
-// Multiplies by 1024 per step of the suffix; false on overflow or an unknown suffix.
-bool ApplySuffix(char suffix, uint64_t* value) {
-  static constexpr std::string_view kSuffixes = "kmgtpe";
-  size_t steps = kSuffixes.find(absl::ascii_tolower(static_cast<unsigned char>(suffix)));
-  if (steps == std::string_view::npos) return false;
-  for (size_t i = 0; i <= steps; ++i) {
-    if (*value > std::numeric_limits<uint64_t>::max() / 1024) return false;
-    *value *= 1024;
-  }
-  return true;
 }
 
 }  // namespace
@@ -132,19 +121,14 @@ bool OptionReader::ParseUnsigned(const json& value, bool allow_suffix, uint64_t*
   }
   if (!value.is_string()) return false;
   std::string_view text = value.get_ref<const std::string&>();
-  char suffix = 0;
-  if (allow_suffix && !text.empty() &&
-      absl::ascii_isalpha(static_cast<unsigned char>(text.back()))) {
-    suffix = text.back();
-    text.remove_suffix(1);
+  if (allow_suffix) {
+    absl::StatusOr<uint64_t> size = util::ParseSize(text);
+    if (size.ok()) *out = *size;
+    return size.ok();
   }
-  if (text.empty()) return false;
-  for (char c : text) {
-    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
-  }
+  if (text.empty() || !absl::ascii_isdigit(static_cast<unsigned char>(text.front()))) return false;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *out);
-  if (error != std::errc() || end != text.data() + text.size()) return false;
-  return suffix == 0 || ApplySuffix(suffix, out);
+  return error == std::errc() && end == text.data() + text.size();
 }
 
 void OptionReader::Size(std::string_view key, uint64_t* out) {

@@ -55,63 +55,50 @@ absl::StatusOr<std::unique_ptr<Pidfile>> Pidfile::Acquire(const std::string& pat
   for (int attempt = 0; attempt < 10; ++attempt) {
     // O_NOFOLLOW: a symlink planted at the path must not make us truncate its target.
     // O_NONBLOCK: opening a FIFO or a device must not wait.
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-    if (fd < 0) {
+    util::UniqueFd fd(
+        ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644));
+    if (!fd) {
       if (errno == ELOOP) return Refused(path, "is a symbolic link; refusing to follow it");
       if (errno == EISDIR) return Refused(path, "is not a regular file");
       return PidfileError(path, "open");
     }
     struct stat opened;
-    if (::fstat(fd, &opened) != 0) {
-      absl::Status error = PidfileError(path, "stat");
-      ::close(fd);
-      return error;
-    }
-    if (!S_ISREG(opened.st_mode)) {
-      ::close(fd);
-      return Refused(path, "is not a regular file");
-    }
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (::fstat(fd.get(), &opened) != 0) return PidfileError(path, "stat");
+    if (!S_ISREG(opened.st_mode)) return Refused(path, "is not a regular file");
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
       int error = errno;
-      std::string holder = ReadHolder(fd);
-      ::close(fd);
       if (error == EWOULDBLOCK) {
-        return absl::FailedPreconditionError(
-            fmt::format("--pidfile '{}' is locked by a running bexd (pid {})", path, holder));
+        return absl::FailedPreconditionError(fmt::format(
+            "--pidfile '{}' is locked by a running bexd (pid {})", path, ReadHolder(fd.get())));
       }
       errno = error;
       return PidfileError(path, "flock");
     }
     struct stat current;
-    if (::fstat(fd, &opened) == 0 && ::lstat(path.c_str(), &current) == 0 &&
+    if (::fstat(fd.get(), &opened) == 0 && ::lstat(path.c_str(), &current) == 0 &&
         opened.st_ino == current.st_ino && opened.st_dev == current.st_dev) {
-      if (!HoldsAPidOrNothing(fd, opened)) {
-        ::close(fd);
+      if (!HoldsAPidOrNothing(fd.get(), opened)) {
         return Refused(path, "holds something other than a pid; refusing to overwrite it");
       }
       // Whatever the file holds is a dead process's pid. Emptied now, it reads empty until the
       // exports are up and then holds the whole pid, never a stale or a half-written one.
-      if (::ftruncate(fd, 0) != 0) {
-        absl::Status error = PidfileError(path, "truncate");
-        ::close(fd);
-        return error;
-      }
-      return std::unique_ptr<Pidfile>(new Pidfile(path, fd));
+      if (::ftruncate(fd.get(), 0) != 0) return PidfileError(path, "truncate");
+      return std::unique_ptr<Pidfile>(new Pidfile(path, std::move(fd)));
     }
-    ::close(fd);
   }
   return absl::UnavailableError(
       fmt::format("--pidfile '{}': the file keeps being replaced; giving up", path));
 }
 
 Pidfile::~Pidfile() {
+  // Unlinked while still locked, so no other daemon can lock the file that is about to go.
   ::unlink(path_.c_str());
-  ::close(fd_);
 }
 
 absl::Status Pidfile::WritePid() {
   std::string content = fmt::format("{}\n", ::getpid());
-  if (::pwrite(fd_, content.data(), content.size(), 0) != static_cast<ssize_t>(content.size())) {
+  if (::pwrite(fd_.get(), content.data(), content.size(), 0) !=
+      static_cast<ssize_t>(content.size())) {
     return PidfileError(path_, "write");
   }
   return absl::OkStatus();

@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "util/unique_fd.h"
+
 namespace bexd::cli {
 
 class Pidfile {
@@ -21,10 +23,10 @@ class Pidfile {
   absl::Status WritePid();
 
  private:
-  Pidfile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  Pidfile(std::string path, util::UniqueFd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
 
   std::string path_;
-  int fd_;
+  util::UniqueFd fd_;  // holds the lock
 };
 
 }  // namespace bexd::cli

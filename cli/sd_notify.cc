@@ -10,6 +10,7 @@
 #include <string>
 
 #include "util/log.h"
+#include "util/unique_fd.h"
 
 namespace bexd::cli {
 
@@ -26,16 +27,15 @@ void NotifyServiceManager(std::string_view state) {
   std::memcpy(address.sun_path, path.data(), path.size());
   if (path[0] == '@') address.sun_path[0] = '\0';  // abstract namespace
   socklen_t length = offsetof(sockaddr_un, sun_path) + path.size();
-  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
+  util::UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd) {
     log::Warn("sd_notify: socket: {}", std::strerror(errno));
     return;
   }
-  if (::sendto(fd, state.data(), state.size(), MSG_NOSIGNAL,
+  if (::sendto(fd.get(), state.data(), state.size(), MSG_NOSIGNAL,
                reinterpret_cast<const sockaddr*>(&address), length) < 0) {
     log::Warn("sd_notify to {}: {}", path, std::strerror(errno));
   }
-  ::close(fd);
 }
 
 }  // namespace bexd::cli

@@ -1,26 +1,18 @@
 #include "export/event_loop.h"
 
 #include <errno.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
-#include <cstring>
+#include "util/eventfd.h"
+#include "util/status.h"
 
 namespace bexd::exp {
-namespace {
-
-absl::Status ErrnoStatus(int error, const char* what) {
-  return absl::InternalError(std::string(what) + ": " + std::strerror(error));
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create() {
-  UniqueFd epoll_fd(::epoll_create1(EPOLL_CLOEXEC));
-  if (!epoll_fd) return ErrnoStatus(errno, "cannot create an epoll instance");
-  UniqueFd stop_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!stop_fd) return ErrnoStatus(errno, "cannot create the stop eventfd");
-  std::unique_ptr<EventLoop> loop(new EventLoop(std::move(epoll_fd), std::move(stop_fd)));
+  util::UniqueFd epoll_fd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_fd) return util::ErrnoStatus(errno, "cannot create an epoll instance");
+  absl::StatusOr<util::UniqueFd> stop_fd = util::CreateEventFd();
+  if (!stop_fd.ok()) return stop_fd.status();
+  std::unique_ptr<EventLoop> loop(new EventLoop(std::move(epoll_fd), std::move(*stop_fd)));
   if (absl::Status status = loop->Watch(loop->stop_fd_.get(), EPOLLIN, kStopTag); !status.ok()) {
     return status;
   }
@@ -32,7 +24,7 @@ absl::Status EventLoop::Watch(int fd, uint32_t events, uint64_t tag) {
   event.events = events;
   event.data.u64 = tag;
   if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
-    return ErrnoStatus(errno, "cannot add a file descriptor to the epoll set");
+    return util::ErrnoStatus(errno, "cannot add a file descriptor to the epoll set");
   }
   return absl::OkStatus();
 }
@@ -44,9 +36,7 @@ void EventLoop::Unwatch(int fd) {
 
 void EventLoop::RequestStop() {
   stop_requested_.store(true, std::memory_order_release);
-  const uint64_t one = 1;
-  // Only EAGAIN (counter saturated, so already readable) can fail here; either way Wait() wakes.
-  [[maybe_unused]] ssize_t n = ::write(stop_fd_.get(), &one, sizeof(one));
+  util::SignalEventFd(stop_fd_.get());
 }
 
 int EventLoop::Wait(struct epoll_event* events, int capacity, int timeout_ms) {
@@ -57,8 +47,7 @@ int EventLoop::Wait(struct epoll_event* events, int capacity, int timeout_ms) {
     if (events[i].data.u64 == kStopTag) {
       // Drain the counter so the level-triggered stop fd does not keep waking a draining thread;
       // stop_requested_ already records the request.
-      uint64_t count;
-      [[maybe_unused]] ssize_t r = ::read(stop_fd_.get(), &count, sizeof(count));
+      util::DrainEventFd(stop_fd_.get());
       continue;
     }
     events[kept++] = events[i];

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "export/unique_fd.h"
+#include "util/unique_fd.h"
 
 namespace bexd::exp {
 
@@ -38,11 +38,11 @@ class EventLoop {
   static constexpr uint64_t kStopTag = ~uint64_t{0};
 
  private:
-  EventLoop(UniqueFd epoll_fd, UniqueFd stop_fd)
+  EventLoop(util::UniqueFd epoll_fd, util::UniqueFd stop_fd)
       : epoll_fd_(std::move(epoll_fd)), stop_fd_(std::move(stop_fd)) {}
 
-  UniqueFd epoll_fd_;
-  UniqueFd stop_fd_;
+  util::UniqueFd epoll_fd_;
+  util::UniqueFd stop_fd_;
   std::atomic<bool> stop_requested_{false};
 };
 

@@ -14,8 +14,8 @@
 
 #include "export/fuse_mount.h"
 #include "export/fuse_mountpoint.h"
-#include "export/unique_fd.h"
 #include "util/log.h"
+#include "util/unique_fd.h"
 
 namespace bexd::exp {
 namespace {
@@ -44,7 +44,7 @@ absl::StatusOr<bool> AnswersNotConnected(const std::string& path) {
     ::_exit(errno == ENOTCONN ? kNotConnected : kOtherError);
   }
   // glibc 2.36's <sys/pidfd.h> lacks extern "C"; the system call is the same.
-  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  util::UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   const int pidfd_error = pidfd ? 0 : errno;
   bool exited = false;
   if (pidfd) {

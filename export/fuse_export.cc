@@ -9,13 +9,13 @@
 #include "export/flush_node.h"
 #include "export/queue_cpus.h"
 #include "util/log.h"
+#include "util/status.h"
 
 namespace bexd::exp {
 namespace {
 
 absl::Status Annotate(const std::string& id, const absl::Status& status) {
-  return absl::Status(status.code(),
-                      fmt::format("export '{}': {}", id, std::string(status.message())));
+  return util::AnnotateStatus(fmt::format("export '{}'", id), status);
 }
 
 }  // namespace
@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
   mount_options.max_read = (*session)->options().max_write;
   absl::StatusOr<FuseMount> mount = FuseMount::Create(claim->path(), mount_options);
   if (!mount.ok()) return Annotate(options.id, mount.status());
-  absl::StatusOr<std::vector<UniqueFd>> devices = mount->OpenQueues(queue_count);
+  absl::StatusOr<std::vector<util::UniqueFd>> devices = mount->OpenQueues(queue_count);
   if (!devices.ok()) return Annotate(options.id, devices.status());
 
   std::unique_ptr<FuseExport> fuse_export(new FuseExport(options, std::move(node),
@@ -90,7 +90,8 @@ FuseExport::FuseExport(const ExportOptions& options, std::shared_ptr<block::Bloc
 
 FuseExport::~FuseExport() { Stop(); }
 
-absl::Status FuseExport::StartQueues(std::vector<UniqueFd> devices, const std::vector<int>& cpus) {
+absl::Status FuseExport::StartQueues(std::vector<util::UniqueFd> devices,
+                                     const std::vector<int>& cpus) {
   queues_.reserve(devices.size());
   for (uint32_t i = 0; i < devices.size(); ++i) {
     absl::StatusOr<std::unique_ptr<FuseQueueThread>> queue =

@@ -46,7 +46,7 @@ class FuseExport final : public Export {
              std::shared_ptr<fuse::Session> session, MountpointClaim claim, FuseMount mount,
              EndedFn on_ended);
 
-  absl::Status StartQueues(std::vector<UniqueFd> devices, const std::vector<int>& cpus);
+  absl::Status StartQueues(std::vector<util::UniqueFd> devices, const std::vector<int>& cpus);
   void OnQueueExit(uint32_t index, bool failed);
   // Flushes the node, unmounts, closes the queue descriptors and releases the mountpoint. Runs
   // once, after every queue thread has stopped serving.

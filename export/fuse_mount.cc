@@ -137,7 +137,7 @@ absl::StatusOr<FuseMount> FuseMount::Create(const std::string& path,
                      " (see the libfuse messages above; mounting needs root, or fusermount3 and a "
                      "mountpoint the user owns)"));
   }
-  UniqueFd owned(fd);
+  util::UniqueFd owned(fd);
   absl::StatusOr<std::optional<MountEntry>> top = TopMountAt(path);
   if (!top.ok() || !top->has_value()) {
     // Without the mount's device a later unmount could not tell our mount from another one, so
@@ -162,14 +162,14 @@ FuseMount::FuseMount(FuseMount&& other) noexcept
 
 FuseMount::~FuseMount() { Unmount(); }
 
-absl::StatusOr<std::vector<UniqueFd>> FuseMount::OpenQueues(uint32_t count) {
+absl::StatusOr<std::vector<util::UniqueFd>> FuseMount::OpenQueues(uint32_t count) {
   if (!fd_) return absl::FailedPreconditionError("the mount's queues were opened already");
-  std::vector<UniqueFd> fds;
+  std::vector<util::UniqueFd> fds;
   fds.reserve(count);
   uint32_t session_fd = static_cast<uint32_t>(fd_.get());
   fds.push_back(std::move(fd_));
   for (uint32_t i = 1; i < count; ++i) {
-    UniqueFd clone(::open("/dev/fuse", O_RDWR | O_CLOEXEC | O_NONBLOCK));
+    util::UniqueFd clone(::open("/dev/fuse", O_RDWR | O_CLOEXEC | O_NONBLOCK));
     if (!clone) {
       return absl::UnavailableError(
           absl::StrCat("cannot open /dev/fuse for queue ", i, ": ", std::strerror(errno)));

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "export/options.h"
-#include "export/unique_fd.h"
+#include "util/unique_fd.h"
 
 namespace bexd::exp {
 
@@ -44,7 +44,7 @@ class FuseMount {
   // The connection's descriptors, all non-blocking: the mount's own, then `count - 1` clones
   // (FUSE_DEV_IOC_CLONE). The kernel feeds every descriptor from the one request queue; a reply
   // must be written to the descriptor its request was read from. Call once.
-  absl::StatusOr<std::vector<UniqueFd>> OpenQueues(uint32_t count);
+  absl::StatusOr<std::vector<util::UniqueFd>> OpenQueues(uint32_t count);
 
   // Detaches the file system from the path, lazily if it is busy, unless it is gone already (an
   // outside umount). Requests waiting in the kernel fail once every queue descriptor is closed.
@@ -54,11 +54,11 @@ class FuseMount {
   bool unmounted_from_outside() const { return unmounted_from_outside_; }
 
  private:
-  FuseMount(std::string path, UniqueFd fd, dev_t device, bool allow_other)
+  FuseMount(std::string path, util::UniqueFd fd, dev_t device, bool allow_other)
       : path_(std::move(path)), fd_(std::move(fd)), device_(device), allow_other_(allow_other) {}
 
   std::string path_;
-  UniqueFd fd_;
+  util::UniqueFd fd_;
   dev_t device_ = 0;  // the FUSE connection's device, to recognise our mount in mountinfo
   bool allow_other_ = false;
   bool mounted_ = true;

@@ -16,12 +16,13 @@
 #include "export/read_interrupt.h"
 #include "util/log.h"
 #include "util/rate_limit.h"
+#include "util/status.h"
 
 namespace bexd::exp {
 
 absl::StatusOr<std::unique_ptr<FuseQueueThread>> FuseQueueThread::Create(
-    uint32_t index, std::string export_id, std::shared_ptr<fuse::Session> session, UniqueFd device,
-    int cpu) {
+    uint32_t index, std::string export_id, std::shared_ptr<fuse::Session> session,
+    util::UniqueFd device, int cpu) {
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
   if (!loop.ok()) return loop.status();
   absl::StatusOr<FuseSlotBuffers> buffers =
@@ -33,8 +34,8 @@ absl::StatusOr<std::unique_ptr<FuseQueueThread>> FuseQueueThread::Create(
 }
 
 FuseQueueThread::FuseQueueThread(uint32_t index, std::string export_id,
-                                 std::shared_ptr<fuse::Session> session, UniqueFd device, int cpu,
-                                 std::unique_ptr<EventLoop> loop, FuseSlotBuffers buffers)
+                                 std::shared_ptr<fuse::Session> session, util::UniqueFd device,
+                                 int cpu, std::unique_ptr<EventLoop> loop, FuseSlotBuffers buffers)
     : index_(index),
       cpu_(cpu),
       export_id_(std::move(export_id)),
@@ -89,8 +90,7 @@ absl::Status FuseQueueThread::Start(ExitFn on_exit) {
 }
 
 absl::Status FuseQueueThread::Annotate(const absl::Status& status) const {
-  return absl::Status(status.code(), fmt::format("export '{}' queue {}: {}", export_id_, index_,
-                                                 std::string(status.message())));
+  return util::AnnotateStatus(fmt::format("export '{}' queue {}", export_id_, index_), status);
 }
 
 void FuseQueueThread::RequestStop() {

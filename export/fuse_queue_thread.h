@@ -19,11 +19,11 @@
 
 #include "export/event_loop.h"
 #include "export/fuse_slot_buffers.h"
-#include "export/unique_fd.h"
 #include "fuse/queue.h"
 #include "fuse/queue_stats.h"
 #include "fuse/request.h"
 #include "fuse/session.h"
+#include "util/unique_fd.h"
 
 namespace bexd::exp {
 
@@ -42,7 +42,7 @@ class FuseQueueThread {
   // `cpu` >= 0 pins the thread to that CPU before it serves; -1 leaves it to the scheduler.
   static absl::StatusOr<std::unique_ptr<FuseQueueThread>> Create(
       uint32_t index, std::string export_id, std::shared_ptr<fuse::Session> session,
-      UniqueFd device, int cpu = -1);
+      util::UniqueFd device, int cpu = -1);
   FuseQueueThread(const FuseQueueThread&) = delete;
   FuseQueueThread& operator=(const FuseQueueThread&) = delete;
   ~FuseQueueThread();  // stops and joins the thread
@@ -72,7 +72,7 @@ class FuseQueueThread {
   static constexpr uint64_t kIoTag = 1;
 
   FuseQueueThread(uint32_t index, std::string export_id, std::shared_ptr<fuse::Session> session,
-                  UniqueFd device, int cpu, std::unique_ptr<EventLoop> loop,
+                  util::UniqueFd device, int cpu, std::unique_ptr<EventLoop> loop,
                   FuseSlotBuffers buffers);
 
   void Run(std::promise<absl::Status>* started, std::promise<void> ended);
@@ -91,7 +91,7 @@ class FuseQueueThread {
   const int cpu_;  // -1: not pinned
   const std::string export_id_;
   const std::shared_ptr<fuse::Session> session_;
-  UniqueFd device_;
+  util::UniqueFd device_;
   int device_flags_ = 0;  // its file status flags, without O_NONBLOCK
   bool device_blocking_ = false;
   std::unique_ptr<EventLoop> loop_;

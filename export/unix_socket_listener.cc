@@ -39,7 +39,7 @@ absl::Status ClearStaleSocket(const sockaddr_un& address, const std::string& pat
     return Refused(path, "the path exists and is not a socket");
   }
   // Non-blocking, so a listener with a full backlog answers EAGAIN instead of blocking us.
-  UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  util::UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!probe) return PathError(path, "cannot create a socket to probe it", errno);
   if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 ||
       errno == EAGAIN) {
@@ -78,7 +78,7 @@ absl::StatusOr<UnixSocketListener> UnixSocketListener::Listen(const std::string&
   }
   std::memcpy(address.sun_path, path.data(), path.size());
   if (absl::Status status = ClearStaleSocket(address, path); !status.ok()) return status;
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  util::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) return PathError(path, "cannot create a socket", errno);
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     return PathError(path, "cannot bind", errno);

@@ -13,7 +13,7 @@
 
 #include <string>
 
-#include "export/unique_fd.h"
+#include "util/unique_fd.h"
 
 namespace bexd::exp {
 
@@ -37,11 +37,11 @@ class UnixSocketListener {
   void Close();
 
  private:
-  UnixSocketListener(std::string path, UniqueFd fd, dev_t device, ino_t inode)
+  UnixSocketListener(std::string path, util::UniqueFd fd, dev_t device, ino_t inode)
       : path_(std::move(path)), fd_(std::move(fd)), device_(device), inode_(inode) {}
 
   std::string path_;
-  UniqueFd fd_;
+  util::UniqueFd fd_;
   // The socket file bind() created, to recognise it on Close().
   dev_t device_ = 0;
   ino_t inode_ = 0;

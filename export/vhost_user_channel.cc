@@ -24,7 +24,7 @@ absl::Status WaitFor(int socket_fd, short events, int cancel_fd) {
 
 // Moves the descriptors of SCM_RIGHTS control messages into `fds` (which closes them when the
 // message is dropped). False if more than kMaxFds have arrived for this message.
-bool TakeFds(struct msghdr* msg, std::vector<UniqueFd>* fds) {
+bool TakeFds(struct msghdr* msg, std::vector<util::UniqueFd>* fds) {
   for (struct cmsghdr* c = CMSG_FIRSTHDR(msg); c != nullptr; c = CMSG_NXTHDR(msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -40,7 +40,7 @@ bool TakeFds(struct msghdr* msg, std::vector<UniqueFd>* fds) {
 // Reads exactly `size` bytes, collecting descriptors that arrive with them. The peer may close
 // the connection cleanly only before the first byte of a message (`at_start`).
 absl::Status ReadFull(int socket_fd, int cancel_fd, void* data, size_t size, bool at_start,
-                      std::vector<UniqueFd>* fds) {
+                      std::vector<util::UniqueFd>* fds) {
   size_t done = 0;
   while (done < size) {
     if (absl::Status s = WaitFor(socket_fd, POLLIN, cancel_fd); !s.ok()) return s;

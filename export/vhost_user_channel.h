@@ -9,15 +9,15 @@
 #include <cstdint>
 #include <vector>
 
-#include "export/unique_fd.h"
 #include "export/vhost_user_protocol.h"
+#include "util/unique_fd.h"
 
 namespace bexd::exp::vhost {
 
 struct Message {
   Header header{};
   unsigned char payload[kMaxPayload] = {};
-  std::vector<UniqueFd> fds;  // what came along in the ancillary data, owned
+  std::vector<util::UniqueFd> fds;  // what came along in the ancillary data, owned
 
   // The payload as T if it is exactly sizeof(T) bytes, else nullptr.
   template <typename T>

@@ -323,7 +323,7 @@ absl::Status VhostUserDevice::SetVringFd(Message& message) {
   if (request == vhost::kSetVringKick && no_fd) {
     return absl::UnimplementedError("polling a ring without a kick fd is not supported");
   }
-  UniqueFd fd;
+  util::UniqueFd fd;
   if (!no_fd) {
     fd = std::move(message.fds[0]);
     // Never block a queue thread on a kick read or a call write.
@@ -334,9 +334,9 @@ absl::Status VhostUserDevice::SetVringFd(Message& message) {
   }
   // Reconfigure() stops the ring first: its thread lets go of the old fd before it is closed.
   return Reconfigure(index, [&](Vring& vring) {
-    UniqueFd& slot = request == vhost::kSetVringKick   ? vring.kick
-                     : request == vhost::kSetVringCall ? vring.call
-                                                       : vring.err;
+    util::UniqueFd& slot = request == vhost::kSetVringKick   ? vring.kick
+                           : request == vhost::kSetVringCall ? vring.call
+                                                             : vring.err;
     slot = std::move(fd);
   });
 }

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "export/guest_memory.h"
-#include "export/unique_fd.h"
 #include "export/vhost_user_channel.h"
 #include "export/vhost_user_queue_worker.h"
+#include "util/unique_fd.h"
 
 namespace bexd::exp {
 
@@ -56,7 +56,7 @@ class VhostUserDevice {
     uint64_t desc_addr = 0, avail_addr = 0, used_addr = 0;
     uint16_t base = 0;
     bool enabled = false;
-    UniqueFd kick, call, err;  // kick set: the ring is started
+    util::UniqueFd kick, call, err;  // kick set: the ring is started
   };
 
   absl::Status Dispatch(vhost::Message& message, Reply* reply);

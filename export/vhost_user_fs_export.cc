@@ -2,7 +2,6 @@
 
 #include <absl/strings/str_format.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,24 +11,21 @@
 #include "export/flush_node.h"
 #include "export/queue_cpus.h"
 #include "export/vhost_user_channel.h"
+#include "util/eventfd.h"
 #include "util/log.h"
 #include "util/rate_limit.h"
+#include "util/status.h"
 
 namespace bexd::exp {
 namespace {
 
 absl::Status Annotate(const std::string& id, const absl::Status& status) {
-  return absl::Status(status.code(),
-                      absl::StrFormat("export '%s': %s", id, std::string(status.message())));
+  return util::AnnotateStatus(fmt::format("export '{}'", id), status);
 }
 
 bool Readable(int fd) {
   struct pollfd p = {fd, POLLIN, 0};
   return poll(&p, 1, 0) == 1;
-}
-
-absl::Status Errno(const std::string& what) {
-  return absl::InternalError(absl::StrFormat("%s: %s", what, strerror(errno)));
 }
 
 }  // namespace
@@ -99,8 +95,9 @@ absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
 VhostUserFsExport::~VhostUserFsExport() { Stop(); }
 
 absl::Status VhostUserFsExport::Listen() {
-  stop_fd_.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!stop_fd_) return Errno("cannot create an eventfd");
+  absl::StatusOr<util::UniqueFd> stop_fd = util::CreateEventFd();
+  if (!stop_fd.ok()) return stop_fd.status();
+  stop_fd_ = std::move(*stop_fd);
   absl::StatusOr<UnixSocketListener> listener = UnixSocketListener::Listen(socket_path_, 1);
   if (!listener.ok()) return listener.status();
   listener_ = std::move(*listener);
@@ -131,7 +128,8 @@ void VhostUserFsExport::Accept() {
   while (connection_fd_ && Readable(connection_fd_.get())) {
     if (!ServeMessage()) Disconnect();
   }
-  UniqueFd connection(accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  util::UniqueFd connection(
+      accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
   // Whoever can reach the socket can connect: every line here is rate-limited.
   if (!connection) {
     static log::RateLimit accept_limit;
@@ -203,8 +201,7 @@ void VhostUserFsExport::Stop() {
   if (stopped_) return;
   stopped_ = true;
   if (!thread_.joinable()) return;  // Start() failed before serving: nothing to stop or flush
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = write(stop_fd_.get(), &one, sizeof(one));
+  util::SignalEventFd(stop_fd_.get());
   thread_.join();
   listener_.Close();
   if (session_->options().writable) {

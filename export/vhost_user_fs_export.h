@@ -16,11 +16,11 @@
 #include "block/block_node.h"
 #include "export/export.h"
 #include "export/options.h"
-#include "export/unique_fd.h"
 #include "export/unix_socket_listener.h"
 #include "export/vhost_user_device.h"
 #include "export/vhost_user_queue_worker.h"
 #include "fuse/session.h"
+#include "util/unique_fd.h"
 
 namespace bexd::exp {
 
@@ -59,8 +59,8 @@ class VhostUserFsExport final : public Export {
   std::vector<std::unique_ptr<VhostUserQueueWorker>> workers_;
   std::unique_ptr<VhostUserDevice> device_;
   UnixSocketListener listener_;
-  UniqueFd stop_fd_;        // an eventfd: readable once Stop() begins
-  UniqueFd connection_fd_;  // the socket thread's only
+  util::UniqueFd stop_fd_;        // an eventfd: readable once Stop() begins
+  util::UniqueFd connection_fd_;  // the socket thread's only
   std::atomic<bool> connected_{false};
   std::thread thread_;
   std::mutex stop_mutex_;

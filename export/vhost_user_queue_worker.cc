@@ -10,6 +10,7 @@
 
 #include "export/queue_cpus.h"
 #include "fuse/request_state.h"
+#include "util/eventfd.h"
 #include "util/log.h"
 #include "util/rate_limit.h"
 
@@ -27,10 +28,7 @@ int IovecsPerSlot(uint32_t queue_size) {
 }
 
 void Notify(int fd) {
-  if (fd < 0) return;
-  const uint64_t one = 1;
-  // EAGAIN means the counter is saturated: the fd is readable anyway.
-  [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof(one));
+  if (fd >= 0) util::SignalEventFd(fd);
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ TEST_F(UnixSocketListenerTest, ListensAndRemovesItsSocketOnClose) {
 }
 
 TEST_F(UnixSocketListenerTest, RefusesASocketSomethingListensOnAndLeavesIt) {
-  UniqueFd live = ListenOnPath(path_);
+  util::UniqueFd live = ListenOnPath(path_);
   const ino_t inode = InodeAt(path_);
   absl::StatusOr<UnixSocketListener> listener = UnixSocketListener::Listen(path_, 4);
   ASSERT_FALSE(listener.ok());
@@ -62,12 +62,12 @@ TEST_F(UnixSocketListenerTest, RefusesASocketSomethingListensOnAndLeavesIt) {
 
 // A listener whose backlog is full answers EAGAIN to a non-blocking connect: still a live server.
 TEST_F(UnixSocketListenerTest, RefusesALiveSocketWithAFullBacklog) {
-  UniqueFd live = ListenOnPath(path_);
+  util::UniqueFd live = ListenOnPath(path_);
   ASSERT_EQ(::listen(live.get(), 0), 0);  // again, with the smallest backlog
   const sockaddr_un address = UnixAddress(path_);
-  std::vector<UniqueFd> waiting;
+  std::vector<util::UniqueFd> waiting;
   for (int i = 0; i < 8; ++i) {
-    UniqueFd client(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    util::UniqueFd client(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (::connect(client.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) !=
         0) {
       break;
@@ -119,7 +119,7 @@ TEST_F(UnixSocketListenerTest, CloseLeavesASocketThatReplacedItsOwn) {
   absl::StatusOr<UnixSocketListener> listener = UnixSocketListener::Listen(path_, 4);
   ASSERT_TRUE(listener.ok()) << listener.status();
   ASSERT_EQ(::unlink(path_.c_str()), 0);
-  UniqueFd other = ListenOnPath(path_);
+  util::UniqueFd other = ListenOnPath(path_);
   const ino_t inode = InodeAt(path_);
   listener->Close();
   EXPECT_EQ(InodeAt(path_), inode);

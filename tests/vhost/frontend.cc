@@ -3,7 +3,6 @@
 #include <absl/strings/str_format.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -18,6 +17,8 @@
 
 #include "export/vhost_user_protocol.h"
 #include "export/virtqueue.h"
+#include "util/eventfd.h"
+#include "util/status.h"
 
 namespace bexd::test::vhost {
 namespace {
@@ -31,13 +32,9 @@ constexpr size_t kIndirectBytes = 4096;  // per slot, at the start of its buffer
 
 uint64_t RoundUp(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
 
-absl::Status Errno(const std::string& what) {
-  return absl::InternalError(absl::StrFormat("%s: %s", what, strerror(errno)));
-}
-
 // A timerfd that becomes readable after `timeout`: the cancel fd that bounds a protocol wait.
-exp::UniqueFd Deadline(std::chrono::milliseconds timeout) {
-  exp::UniqueFd fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC));
+util::UniqueFd Deadline(std::chrono::milliseconds timeout) {
+  util::UniqueFd fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC));
   struct itimerspec spec = {};
   spec.it_value.tv_sec = timeout.count() / 1000;
   spec.it_value.tv_nsec = (timeout.count() % 1000) * 1000000;
@@ -105,24 +102,24 @@ absl::Status Frontend::SetUp() {
 
   if (options_.memory_path.empty()) {
     memory_fd_.Reset(memfd_create("vhost-test-guest", MFD_CLOEXEC));
-    if (!memory_fd_) return Errno("memfd_create");
+    if (!memory_fd_) return util::ErrnoStatus(errno, "memfd_create");
   } else {
     memory_fd_.Reset(open(options_.memory_path.c_str(), O_RDWR | O_CLOEXEC));
-    if (!memory_fd_) return Errno("open " + options_.memory_path);
+    if (!memory_fd_) return util::ErrnoStatus(errno, "open {}", options_.memory_path);
   }
   // The end of a block device is its capacity; a file (or the memfd) is grown.
   off_t end = lseek(memory_fd_.get(), 0, SEEK_END);
-  if (end < 0) return Errno("lseek");
+  if (end < 0) return util::ErrnoStatus(errno, "lseek");
   if (static_cast<uint64_t>(end) < memory_bytes_ &&
       ftruncate(memory_fd_.get(), static_cast<off_t>(memory_bytes_)) != 0) {
-    return Errno(absl::StrFormat("guest memory needs %d bytes: ftruncate", memory_bytes_));
+    return util::ErrnoStatus(errno, "guest memory needs {} bytes: ftruncate", memory_bytes_);
   }
   void* map = mmap(nullptr, memory_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, memory_fd_.get(), 0);
-  if (map == MAP_FAILED) return Errno("mmap");
+  if (map == MAP_FAILED) return util::ErrnoStatus(errno, "mmap");
   memory_ = static_cast<unsigned char*>(map);
 
   // Connect, retrying while the backend is still coming up.
-  exp::UniqueFd deadline = Deadline(options_.timeout);
+  util::UniqueFd deadline = Deadline(options_.timeout);
   struct sockaddr_un address = {};
   address.sun_family = AF_UNIX;
   if (options_.socket_path.size() >= sizeof(address.sun_path)) {
@@ -188,10 +185,11 @@ bool Frontend::WaitRingError(uint32_t index) {
 
 absl::Status Frontend::StartRing(uint32_t index) {
   Ring& ring = rings_[index];
-  ring.kick.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  ring.call.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  ring.err.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!ring.kick || !ring.call || !ring.err) return Errno("eventfd");
+  for (util::UniqueFd* fd : {&ring.kick, &ring.call, &ring.err}) {
+    absl::StatusOr<util::UniqueFd> created = util::CreateEventFd();
+    if (!created.ok()) return created.status();
+    *fd = std::move(*created);
+  }
   proto::VringState num = {index, ring.size};
   proto::VringState base = {index, ring.avail_idx};
   proto::VringAddr addr = {index,
@@ -249,7 +247,7 @@ absl::StatusOr<uint64_t> Frontend::Send(uint32_t request, const void* payload, s
   if (!socket_) return absl::FailedPreconditionError("not connected");
   proto::Header header = {request, proto::kVersion | (ack ? proto::kFlagNeedReply : 0u),
                           static_cast<uint32_t>(size)};
-  exp::UniqueFd deadline = Deadline(options_.timeout);
+  util::UniqueFd deadline = Deadline(options_.timeout);
   if (absl::Status s = proto::SendMessage(socket_.get(), deadline.get(), header, payload, size,
                                           fds.data(), static_cast<int>(fds.size()));
       !s.ok()) {
@@ -268,7 +266,7 @@ absl::StatusOr<uint64_t> Frontend::Send(uint32_t request, const void* payload, s
 
 absl::StatusOr<proto::Message> Frontend::Receive() {
   proto::Message message;
-  exp::UniqueFd deadline = Deadline(options_.timeout);
+  util::UniqueFd deadline = Deadline(options_.timeout);
   if (absl::Status s = proto::ReceiveMessage(socket_.get(), deadline.get(), &message); !s.ok()) {
     return s;
   }
@@ -316,10 +314,7 @@ void Frontend::PublishHead(uint32_t index, uint16_t head, uint16_t extra_idx) {
   if (kick) Kick(index);
 }
 
-void Frontend::Kick(uint32_t index) {
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = write(rings_[index].kick.get(), &one, sizeof(one));
-}
+void Frontend::Kick(uint32_t index) { util::SignalEventFd(rings_[index].kick.get()); }
 
 uint16_t Frontend::used_idx(uint32_t index) const {
   return __atomic_load_n(reinterpret_cast<uint16_t*>(GuestPtr(rings_[index].used_gpa) + 2),
@@ -331,10 +326,7 @@ bool Frontend::WaitUsedIdx(uint32_t index, uint16_t idx) {
   while (used_idx(index) != idx) {
     if (std::chrono::steady_clock::now() > end) return false;
     struct pollfd p = {rings_[index].call.get(), POLLIN, 0};
-    if (poll(&p, 1, 10) > 0) {
-      uint64_t count;
-      [[maybe_unused]] ssize_t n = read(p.fd, &count, sizeof(count));
-    }
+    if (poll(&p, 1, 10) > 0) util::DrainEventFd(p.fd);
   }
   return true;
 }
@@ -446,10 +438,7 @@ absl::StatusOr<std::vector<Completion>> Frontend::WaitCompletions(uint32_t index
     int wait_ms =
         static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(end - now).count()) +
         1;
-    if (poll(&p, 1, wait_ms) > 0) {
-      uint64_t count;
-      [[maybe_unused]] ssize_t n = read(p.fd, &count, sizeof(count));
-    }
+    if (poll(&p, 1, wait_ms) > 0) util::DrainEventFd(p.fd);
   }
 }
 

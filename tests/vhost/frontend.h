@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "export/unique_fd.h"
 #include "export/vhost_user_channel.h"
+#include "util/unique_fd.h"
 
 namespace bexd::test::vhost {
 
@@ -133,7 +133,7 @@ class Frontend {
     uint32_t size = 0;
     uint64_t desc_gpa = 0, avail_gpa = 0, used_gpa = 0;
     uint64_t slots_gpa = 0;  // max_in_flight buffers of slot_buffer_bytes
-    exp::UniqueFd kick, call, err;
+    util::UniqueFd kick, call, err;
     uint16_t avail_idx = 0;
     uint16_t last_used = 0;
     std::vector<bool> busy;
@@ -151,8 +151,8 @@ class Frontend {
   uint16_t DescsPerSlot(const Ring& ring) const;
 
   FrontendOptions options_;
-  exp::UniqueFd socket_;
-  exp::UniqueFd memory_fd_;
+  util::UniqueFd socket_;
+  util::UniqueFd memory_fd_;
   unsigned char* memory_ = nullptr;
   uint64_t memory_bytes_ = 0;
   uint64_t scratch_gpa_ = 0;

@@ -1,11 +1,12 @@
-// Owns one file descriptor and closes it exactly once.
+// Owns one file descriptor and closes it exactly once. Every descriptor bexd opens and keeps is
+// held in one, so no path can leak it or close it twice.
 #pragma once
 
 #include <unistd.h>
 
 #include <utility>
 
-namespace bexd::exp {
+namespace bexd::util {
 
 class UniqueFd {
  public:
@@ -23,14 +24,16 @@ class UniqueFd {
   int get() const { return fd_; }
   explicit operator bool() const { return fd_ >= 0; }
   // Closes the descriptor held so far (close errors are not actionable for the fds kept here:
-  // epoll, eventfd, /dev/fuse) and takes `fd` instead.
+  // epoll, eventfd, sockets, /dev/fuse) and takes `fd` instead.
   void Reset(int fd = -1) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = fd;
   }
+  // Gives the descriptor up without closing it.
+  [[nodiscard]] int Release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_ = -1;
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::util
