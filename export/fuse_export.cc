@@ -6,34 +6,23 @@
 #include <utility>
 #include <variant>
 
-#include "export/flush_node.h"
 #include "export/queue_cpus.h"
+#include "export/read_interrupt.h"
 #include "util/log.h"
-#include "util/status.h"
 
 namespace bexd::exp {
-namespace {
-
-absl::Status Annotate(const std::string& id, const absl::Status& status) {
-  return util::AnnotateStatus(fmt::format("export '{}'", id), status);
-}
-
-}  // namespace
-
 uint32_t DefaultFuseQueueCount() {
   return std::clamp<uint32_t>(static_cast<uint32_t>(AllowedCpus().size()), 1,
                               FuseExport::kMaxQueues);
 }
 
 absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
-    const ExportOptions& options, std::shared_ptr<block::BlockNode> node, EndedFn on_ended) {
+    const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
+    std::shared_ptr<fuse::Session> session, EndedFn on_ended) {
   const auto& fuse_options = std::get<FuseExportOptions>(options.transport);
   if (fuse_options.num_queues > kMaxQueues) {
-    return absl::InvalidArgumentError(fmt::format("export '{}': num-queues {} exceeds {}",
-                                                  options.id, fuse_options.num_queues, kMaxQueues));
-  }
-  if (absl::Status status = CheckQueueCpus(fuse_options.queue_cpus); !status.ok()) {
-    return Annotate(options.id, status);
+    return absl::InvalidArgumentError(
+        fmt::format("num-queues {} exceeds {}", fuse_options.num_queues, kMaxQueues));
   }
   uint32_t queue_count = fuse_options.num_queues;
   if (queue_count == 0) {
@@ -43,32 +32,23 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
   }
 
   absl::StatusOr<MountpointClaim> claim = MountpointClaim::Acquire(fuse_options.mountpoint);
-  if (!claim.ok()) return Annotate(options.id, claim.status());
-
-  fuse::SessionOptions session_options;
-  session_options.writable = options.writable;
-  session_options.growable = fuse_options.growable;
-  session_options.writethrough = options.writethrough;
-  absl::StatusOr<std::shared_ptr<fuse::Session>> session =
-      fuse::Session::Create(node, std::move(session_options));
-  if (!session.ok()) return Annotate(options.id, session.status());
-
+  if (!claim.ok()) return claim.status();
   FuseMountOptions mount_options;
   mount_options.fs_name = node->node_name();
   mount_options.allow_other = fuse_options.allow_other;
-  mount_options.max_read = (*session)->options().max_write;
+  mount_options.max_read = session->options().max_write;
   absl::StatusOr<FuseMount> mount = FuseMount::Create(claim->path(), mount_options);
-  if (!mount.ok()) return Annotate(options.id, mount.status());
+  if (!mount.ok()) return mount.status();
   absl::StatusOr<std::vector<util::UniqueFd>> devices = mount->OpenQueues(queue_count);
-  if (!devices.ok()) return Annotate(options.id, devices.status());
+  if (!devices.ok()) return devices.status();
 
   std::unique_ptr<FuseExport> fuse_export(new FuseExport(options, std::move(node),
-                                                         std::move(*session), std::move(*claim),
+                                                         std::move(session), std::move(*claim),
                                                          std::move(*mount), std::move(on_ended)));
   if (absl::Status status = fuse_export->StartQueues(std::move(*devices), fuse_options.queue_cpus);
       !status.ok()) {
     fuse_export->Stop();
-    return Annotate(options.id, status);
+    return status;
   }
   log::Info("export '{}': node '{}' mounted on '{}' ({}, {} queue{}{}{})", options.id,
             fuse_export->node()->node_name(), fuse_export->mountpoint_,
@@ -81,9 +61,8 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
 FuseExport::FuseExport(const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
                        std::shared_ptr<fuse::Session> session, MountpointClaim claim,
                        FuseMount mount, EndedFn on_ended)
-    : Export(options.id, std::move(node), std::move(on_ended)),
+    : Export(options.id, options.writable, std::move(node), std::move(on_ended)),
       mountpoint_(claim.path()),
-      writable_(options.writable),
       session_(std::move(session)),
       claim_(std::move(claim)),
       mount_(std::move(mount)) {}
@@ -92,17 +71,25 @@ FuseExport::~FuseExport() { Stop(); }
 
 absl::Status FuseExport::StartQueues(std::vector<util::UniqueFd> devices,
                                      const std::vector<int>& cpus) {
+  // Idle queue threads wait in a blocking read, which only a signal ends.
+  if (absl::Status status = InstallReadInterrupt(); !status.ok()) return status;
   queues_.reserve(devices.size());
   for (uint32_t i = 0; i < devices.size(); ++i) {
-    absl::StatusOr<std::unique_ptr<FuseQueueThread>> queue =
-        FuseQueueThread::Create(i, id(), session_, std::move(devices[i]), QueueCpu(cpus, i));
-    if (!queue.ok()) return queue.status();
-    queues_.push_back(std::move(*queue));
+    absl::StatusOr<std::unique_ptr<FuseDeviceTransport>> transport = FuseDeviceTransport::Create(
+        i, *session_, std::move(devices[i]),
+        [this](uint32_t index, bool failed) { OnQueueExit(index, failed); });
+    if (!transport.ok()) return transport.status();
+    absl::StatusOr<std::unique_ptr<QueueThread>> thread =
+        QueueThread::Start(session_, {.label = fmt::format("export '{}' queue {}", id(), i),
+                                      .thread_name = fmt::format("bexd-fuse-q{}", i),
+                                      .cpu = QueueCpu(cpus, i)});
+    if (!thread.ok()) return thread.status();
+    queues_.push_back({std::move(*transport), std::move(*thread)});
   }
-  for (auto& queue : queues_) {
+  for (Queue& queue : queues_) {
     serving_.fetch_add(1, std::memory_order_relaxed);
     absl::Status status =
-        queue->Start([this](uint32_t index, bool failed) { OnQueueExit(index, failed); });
+        queue.thread->BeginRun(queue.transport.get(), FuseDeviceTransport::kSlots);
     if (!status.ok()) {
       serving_.fetch_sub(1, std::memory_order_relaxed);
       return status;
@@ -119,7 +106,7 @@ void FuseExport::OnQueueExit(uint32_t index, bool failed) {
   if (failed && !stop_requested_.load(std::memory_order_acquire) &&
       !ending_.exchange(true, std::memory_order_acq_rel)) {
     log::Warn("export '{}': queue {} stopped serving; stopping the export", id(), index);
-    for (auto& queue : queues_) queue->RequestStop();
+    for (Queue& queue : queues_) queue.thread->RequestStop();
   }
   // The last queue out cleans up unless Stop() is under way and will do it after joining.
   if (serving_.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
@@ -136,8 +123,8 @@ void FuseExport::OnQueueExit(uint32_t index, bool failed) {
 void FuseExport::Stop() {
   std::lock_guard lock(stop_mutex_);
   stop_requested_.store(true, std::memory_order_release);
-  for (auto& queue : queues_) queue->RequestStop();
-  for (auto& queue : queues_) queue->Join();
+  for (Queue& queue : queues_) queue.thread->RequestStop();
+  for (Queue& queue : queues_) queue.thread->Exit();
   TearDown();
 }
 
@@ -145,16 +132,11 @@ void FuseExport::TearDown() {
   std::lock_guard lock(teardown_mutex_);
   if (torn_down_) return;
   torn_down_ = true;
-  // Every reply for the last writes has been sent; make them durable before the mount goes.
-  if (writable_) {
-    if (absl::Status status = FlushNode(*node()); !status.ok()) {
-      log::Error("export '{}': {}", id(), std::string(status.message()));
-    }
-  }
+  FlushAfterLastReply();
   mount_.Unmount();
   // Closing the last descriptor aborts the connection: requests that were never read (callers
   // of a lazily detached mount) fail instead of waiting forever.
-  for (auto& queue : queues_) queue->CloseDevice();
+  for (Queue& queue : queues_) queue.transport->CloseDevice();
   claim_.Release();
   log::Info("export '{}': stopped; '{}' is unmounted", id(), mountpoint_);
 }
@@ -164,7 +146,7 @@ bool FuseExport::in_use() const { return session_->open_handles() > 0; }
 std::vector<fuse::QueueStatsSnapshot> FuseExport::Stats() const {
   std::vector<fuse::QueueStatsSnapshot> stats;
   stats.reserve(queues_.size());
-  for (const auto& queue : queues_) stats.push_back(queue->Stats());
+  for (const Queue& queue : queues_) stats.push_back(queue.thread->Stats());
   return stats;
 }
 

@@ -14,10 +14,11 @@
 
 #include "block/block_node.h"
 #include "export/export.h"
+#include "export/fuse_dev/device_transport.h"
 #include "export/fuse_mount.h"
 #include "export/fuse_mountpoint.h"
-#include "export/fuse_queue_thread.h"
 #include "export/options.h"
+#include "export/queue/queue_thread.h"
 #include "fuse/session.h"
 
 namespace bexd::exp {
@@ -28,9 +29,11 @@ class FuseExport final : public Export {
   static constexpr uint32_t kMaxQueues = 256;
 
   // Mounts and starts every queue thread; returns once the export serves requests. `on_ended`
-  // runs when the connection ends without Stop() (see Export::EndedFn).
+  // runs when the connection ends without Stop() (see Export::EndedFn). Through StartExport(),
+  // which checks the shared options and creates `session`.
   static absl::StatusOr<std::unique_ptr<FuseExport>> Start(const ExportOptions& options,
                                                            std::shared_ptr<block::BlockNode> node,
+                                                           std::shared_ptr<fuse::Session> session,
                                                            EndedFn on_ended);
   ~FuseExport() override;
 
@@ -53,11 +56,14 @@ class FuseExport final : public Export {
   void TearDown();
 
   const std::string mountpoint_;
-  const bool writable_;
   const std::shared_ptr<fuse::Session> session_;
   MountpointClaim claim_;
   FuseMount mount_;
-  std::vector<std::unique_ptr<FuseQueueThread>> queues_;  // fixed once StartQueues() ran
+  struct Queue {
+    std::unique_ptr<FuseDeviceTransport> transport;
+    std::unique_ptr<QueueThread> thread;  // destroyed (joined) before its transport
+  };
+  std::vector<Queue> queues_;  // fixed once StartQueues() ran
   // Queue threads still serving, plus one held by StartQueues() while it starts them, so that
   // queues ending early cannot tear down an export that is still starting.
   std::atomic<uint32_t> serving_{1};

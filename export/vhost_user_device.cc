@@ -83,15 +83,15 @@ void SetReply(uint32_t request, const T& value, VhostUserDevice::Reply* reply) {
 
 }  // namespace
 
-VhostUserDevice::VhostUserDevice(std::string name, std::vector<VhostUserQueueWorker*> workers)
-    : name_(std::move(name)), workers_(std::move(workers)), vrings_(workers_.size()) {}
+VhostUserDevice::VhostUserDevice(std::string name, std::vector<VringQueue*> queues)
+    : name_(std::move(name)), queues_(std::move(queues)), vrings_(queues_.size()) {}
 
 VhostUserDevice::~VhostUserDevice() { Reset(); }
 
 void VhostUserDevice::Reset() {
   for (uint32_t i = 0; i < vrings_.size(); ++i) StopRing(i);
   vrings_.clear();
-  vrings_.resize(workers_.size());
+  vrings_.resize(queues_.size());
   memory_.reset();
   features_ = 0;
   features_set_ = false;
@@ -147,7 +147,7 @@ absl::Status VhostUserDevice::Dispatch(Message& message, Reply* reply) {
       protocol_features_ = u64;
       return absl::OkStatus();
     case vhost::kGetQueueNum:
-      SetReply(request, uint64_t{workers_.size()}, reply);
+      SetReply(request, uint64_t{queues_.size()}, reply);
       return absl::OkStatus();
     case vhost::kSetOwner:
       return need_size(0);
@@ -349,16 +349,16 @@ absl::Status VhostUserDevice::Reconfigure(uint32_t index,
 }
 
 bool VhostUserDevice::StopRing(uint32_t index) {
-  if (!workers_[index]->running()) return false;
-  vrings_[index].base = workers_[index]->Stop();
+  if (!queues_[index]->running()) return false;
+  vrings_[index].base = queues_[index]->Stop();
   // A kick fd that hung up would hang up again at once: the ring waits for a new one.
-  if (workers_[index]->kick_lost()) vrings_[index].kick.Reset();
+  if (queues_[index]->kick_lost()) vrings_[index].kick.Reset();
   return true;
 }
 
 absl::Status VhostUserDevice::StartRingIfReady(uint32_t index) {
   Vring& vring = vrings_[index];
-  if (workers_[index]->running() || !vring.kick || !vring.enabled || !memory_ || !vring.have_addr ||
+  if (queues_[index]->running() || !vring.kick || !vring.enabled || !memory_ || !vring.have_addr ||
       vring.num == 0 || !features_set_) {
     return absl::OkStatus();
   }
@@ -374,7 +374,7 @@ absl::Status VhostUserDevice::StartRingIfReady(uint32_t index) {
   run.kick_fd = vring.kick.get();
   run.call_fd = vring.call.get();
   run.err_fd = vring.err.get();
-  return workers_[index]->Start(run);
+  return queues_[index]->Start(run);
 }
 
 }  // namespace bexd::exp

@@ -1,6 +1,6 @@
 // The vhost-user-fs device as one frontend connection sees it: negotiated features, the guest
 // memory table and each vring's configuration. It turns the frontend's messages into ring starts
-// and stops on the queue workers (queue 0 is the hiprio queue, 1..N the request queues). A ring
+// and stops on the vring queues (queue 0 is the hiprio queue, 1..N the request queues). A ring
 // runs while it is started (it has a kick fd), enabled, and memory and addresses are known; any
 // change to a running ring's configuration stops it (draining requests in flight), applies the
 // change and starts it again, so a queue thread never sees memory or fds go away under it.
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "export/guest_memory.h"
+#include "export/vhost_user/vring_queue.h"
 #include "export/vhost_user_channel.h"
-#include "export/vhost_user_queue_worker.h"
 #include "util/unique_fd.h"
 
 namespace bexd::exp {
@@ -28,8 +28,8 @@ class VhostUserDevice {
                                         vhost::kFeatureEventIdx | vhost::kFeatureProtocolFeatures;
   static constexpr uint64_t kProtocolFeatures = vhost::kProtocolMq | vhost::kProtocolReplyAck;
 
-  // `workers` outlive the device; workers[i] serves vring i.
-  VhostUserDevice(std::string name, std::vector<VhostUserQueueWorker*> workers);
+  // `queues` outlive the device; queues[i] serves vring i.
+  VhostUserDevice(std::string name, std::vector<VringQueue*> queues);
   ~VhostUserDevice();  // Reset()
   VhostUserDevice(const VhostUserDevice&) = delete;
   VhostUserDevice& operator=(const VhostUserDevice&) = delete;
@@ -82,7 +82,7 @@ class VhostUserDevice {
   }
 
   const std::string name_;
-  const std::vector<VhostUserQueueWorker*> workers_;
+  const std::vector<VringQueue*> queues_;
   uint64_t features_ = 0;
   bool features_set_ = false;
   uint64_t protocol_features_ = 0;

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "export/flush_node.h"
 #include "export/queue_cpus.h"
 #include "export/vhost_user_channel.h"
 #include "util/eventfd.h"
@@ -18,10 +17,6 @@
 
 namespace bexd::exp {
 namespace {
-
-absl::Status Annotate(const std::string& id, const absl::Status& status) {
-  return util::AnnotateStatus(fmt::format("export '{}'", id), status);
-}
 
 bool Readable(int fd) {
   struct pollfd p = {fd, POLLIN, 0};
@@ -33,54 +28,41 @@ bool Readable(int fd) {
 VhostUserFsExport::VhostUserFsExport(const ExportOptions& options,
                                      std::shared_ptr<block::BlockNode> node,
                                      std::shared_ptr<fuse::Session> session)
-    : Export(options.id, std::move(node)),
+    : Export(options.id, options.writable, std::move(node)),
       socket_path_(std::get<VhostUserFsExportOptions>(options.transport).socket_path),
       tag_(std::get<VhostUserFsExportOptions>(options.transport).tag),
       session_(std::move(session)) {}
 
 absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
-    const ExportOptions& options, std::shared_ptr<block::BlockNode> node) {
+    const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
+    std::shared_ptr<fuse::Session> session) {
   const auto& vhost_options = std::get<VhostUserFsExportOptions>(options.transport);
   if (vhost_options.num_request_queues == 0 ||
       vhost_options.num_request_queues > kMaxRequestQueues) {
-    return Annotate(options.id, absl::InvalidArgumentError(absl::StrFormat(
-                                    "num-request-queues is %d, expected 1 to %d",
-                                    vhost_options.num_request_queues, kMaxRequestQueues)));
+    return absl::InvalidArgumentError(fmt::format("num-request-queues is {}, expected 1 to {}",
+                                                  vhost_options.num_request_queues,
+                                                  kMaxRequestQueues));
   }
-  if (absl::Status status = CheckQueueCpus(vhost_options.queue_cpus); !status.ok()) {
-    return Annotate(options.id, status);
-  }
-  fuse::SessionOptions session_options;
-  session_options.writable = options.writable;
-  session_options.growable = vhost_options.growable;
-  session_options.resize_needs_growable = true;  // the client is a guest, not the host's user
-  session_options.writethrough = options.writethrough;
-  session_options.directory_root = true;
-  session_options.file_name =
-      vhost_options.file_name.empty() ? node->node_name() : vhost_options.file_name;
-  absl::StatusOr<std::shared_ptr<fuse::Session>> session =
-      fuse::Session::Create(node, std::move(session_options));
-  if (!session.ok()) return Annotate(options.id, session.status());
-
   std::unique_ptr<VhostUserFsExport> vhost_export(
-      new VhostUserFsExport(options, std::move(node), std::move(*session)));
-  std::vector<VhostUserQueueWorker*> workers;
+      new VhostUserFsExport(options, std::move(node), std::move(session)));
+  std::vector<VringQueue*> queues;
   for (uint32_t i = 0; i <= vhost_options.num_request_queues; ++i) {
-    std::string name = i == 0 ? absl::StrFormat("export '%s' hiprio queue", options.id)
-                              : absl::StrFormat("export '%s' request queue %d", options.id, i);
-    // The hiprio queue carries only FORGET and INTERRUPT; it is left to the scheduler.
-    const int cpu = i == 0 ? -1 : QueueCpu(vhost_options.queue_cpus, i - 1);
-    absl::StatusOr<std::unique_ptr<VhostUserQueueWorker>> worker = VhostUserQueueWorker::Create(
-        vhost_export->session_, std::move(name), "bexd-vhost-q" + std::to_string(i), cpu);
-    if (!worker.ok()) return Annotate(options.id, worker.status());
-    workers.push_back(worker->get());
-    vhost_export->workers_.push_back(std::move(*worker));
+    // The hiprio queue carries only FORGET and INTERRUPT: no block I/O, left to the scheduler.
+    const bool hiprio = i == 0;
+    absl::StatusOr<std::unique_ptr<VringQueue>> queue = VringQueue::Create(
+        vhost_export->session_,
+        {.label = hiprio ? fmt::format("export '{}' hiprio queue", options.id)
+                         : fmt::format("export '{}' request queue {}", options.id, i),
+         .thread_name = fmt::format("bexd-vhost-q{}", i),
+         .cpu = hiprio ? -1 : QueueCpu(vhost_options.queue_cpus, i - 1),
+         .block_io = !hiprio});
+    if (!queue.ok()) return queue.status();
+    queues.push_back(queue->get());
+    vhost_export->queues_.push_back(std::move(*queue));
   }
-  vhost_export->device_ = std::make_unique<VhostUserDevice>(
-      absl::StrFormat("export '%s'", options.id), std::move(workers));
-  if (absl::Status status = vhost_export->Listen(); !status.ok()) {
-    return Annotate(options.id, status);
-  }
+  vhost_export->device_ =
+      std::make_unique<VhostUserDevice>(fmt::format("export '{}'", options.id), std::move(queues));
+  if (absl::Status status = vhost_export->Listen(); !status.ok()) return status;
   vhost_export->thread_ = std::thread(&VhostUserFsExport::ServeConnections, vhost_export.get());
   log::Info(
       "export '{}': node '{}' served over vhost-user-fs on '{}' (tag '{}', file '{}', {}, "
@@ -204,17 +186,13 @@ void VhostUserFsExport::Stop() {
   util::SignalEventFd(stop_fd_.get());
   thread_.join();
   listener_.Close();
-  if (session_->options().writable) {
-    if (absl::Status status = FlushNode(*node()); !status.ok()) {
-      log::Error("export '{}': flush on stop failed: {}", id(), std::string(status.message()));
-    }
-  }
+  FlushAfterLastReply();
   log::Info("export '{}': stopped", id());
 }
 
 std::vector<fuse::QueueStatsSnapshot> VhostUserFsExport::Stats() const {
   std::vector<fuse::QueueStatsSnapshot> stats;
-  for (const auto& worker : workers_) stats.push_back(worker->Stats());
+  for (const auto& queue : queues_) stats.push_back(queue->Stats());
   return stats;
 }
 

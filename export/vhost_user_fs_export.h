@@ -17,8 +17,8 @@
 #include "export/export.h"
 #include "export/options.h"
 #include "export/unix_socket_listener.h"
+#include "export/vhost_user/vring_queue.h"
 #include "export/vhost_user_device.h"
-#include "export/vhost_user_queue_worker.h"
 #include "fuse/session.h"
 #include "util/unique_fd.h"
 
@@ -29,9 +29,11 @@ class VhostUserFsExport final : public Export {
   // QEMU's vhost-user-fs-pci takes up to this many request queues per device.
   static constexpr uint32_t kMaxRequestQueues = 64;
 
-  // Creates the socket and the queue threads; returns once the socket listens.
+  // Creates the socket and the queue threads; returns once the socket listens. Through
+  // StartExport(), which checks the shared options and creates `session`.
   static absl::StatusOr<std::unique_ptr<VhostUserFsExport>> Start(
-      const ExportOptions& options, std::shared_ptr<block::BlockNode> node);
+      const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
+      std::shared_ptr<fuse::Session> session);
   ~VhostUserFsExport() override;
 
   std::string type() const override { return "vhost-user-fs"; }
@@ -56,7 +58,7 @@ class VhostUserFsExport final : public Export {
   const std::string socket_path_;
   const std::string tag_;
   const std::shared_ptr<fuse::Session> session_;
-  std::vector<std::unique_ptr<VhostUserQueueWorker>> workers_;
+  std::vector<std::unique_ptr<VringQueue>> queues_;
   std::unique_ptr<VhostUserDevice> device_;
   UnixSocketListener listener_;
   util::UniqueFd stop_fd_;        // an eventfd: readable once Stop() begins
