@@ -6,9 +6,9 @@
 #include <utility>
 #include <variant>
 
-#include "export/fuse_export.h"
-#include "export/queue_cpus.h"
-#include "export/vhost_user_fs_export.h"
+#include "export/fuse_dev/fuse_export.h"
+#include "export/queue/queue_cpus.h"
+#include "export/vhost_user/vhost_user_fs_export.h"
 #include "fuse/session.h"
 #include "util/status.h"
 

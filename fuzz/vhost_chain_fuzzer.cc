@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "block/null_node.h"
-#include "export/guest_memory.h"
-#include "export/virtqueue.h"
+#include "export/vhost_user/guest_memory.h"
+#include "export/vhost_user/virtqueue.h"
 #include "fuse/queue.h"
 #include "fuse/request.h"
 #include "fuse/session.h"

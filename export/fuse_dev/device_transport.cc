@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "export/read_interrupt.h"
+#include "export/fuse_dev/read_interrupt.h"
 #include "util/log.h"
 #include "util/rate_limit.h"
 #include "util/status.h"

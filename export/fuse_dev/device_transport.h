@@ -13,7 +13,7 @@
 #include <functional>
 #include <memory>
 
-#include "export/fuse_slot_buffers.h"
+#include "export/fuse_dev/fuse_slot_buffers.h"
 #include "export/queue/queue_thread.h"
 #include "export/queue/transport.h"
 #include "fuse/session.h"

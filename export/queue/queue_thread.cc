@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "export/queue/no_block_io_queue.h"
-#include "export/queue_cpus.h"
+#include "export/queue/queue_cpus.h"
 #include "util/log.h"
 #include "util/status.h"
 

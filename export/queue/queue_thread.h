@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "export/event_loop.h"
+#include "export/queue/event_loop.h"
 #include "export/queue/slot_stack.h"
 #include "export/queue/transport.h"
 #include "fuse/queue.h"

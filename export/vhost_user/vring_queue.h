@@ -13,10 +13,10 @@
 #include <cstdint>
 #include <memory>
 
-#include "export/guest_memory.h"
 #include "export/queue/queue_thread.h"
 #include "export/queue/transport.h"
-#include "export/virtqueue.h"
+#include "export/vhost_user/guest_memory.h"
+#include "export/vhost_user/virtqueue.h"
 #include "fuse/queue_stats.h"
 #include "fuse/session.h"
 

@@ -1,6 +1,6 @@
 // ParseCommandLine and config files: everything is checked before anything starts, and errors
 // name the option (command line) or the JSON path (config file).
-#include "cli/command_line.h"
+#include "cli/config/command_line.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli/blockdev_schema.h"
-#include "cli/control_schema.h"
-#include "cli/export_schema.h"
-#include "cli/json_text.h"
-#include "cli/keyval.h"
+#include "cli/config/blockdev_schema.h"
+#include "cli/config/control_schema.h"
+#include "cli/config/export_schema.h"
+#include "cli/config/json_text.h"
+#include "cli/config/keyval.h"
 #include "tests/cli/bexd_process.h"
 
 namespace bexd::cli {

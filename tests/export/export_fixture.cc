@@ -18,7 +18,7 @@
 #include <iterator>
 
 #include "block/open.h"
-#include "export/fuse_mountpoint.h"
+#include "export/fuse_dev/fuse_mountpoint.h"
 #include "export/start.h"
 
 extern char** environ;

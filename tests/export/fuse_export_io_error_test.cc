@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/daemon.h"
-#include "cli/qmp_commands.h"
+#include "cli/daemon/daemon.h"
+#include "cli/daemon/qmp_commands.h"
 #include "export/flush_node.h"
 #include "tests/export/export_fixture.h"
 #include "tests/support/failing_disk.h"

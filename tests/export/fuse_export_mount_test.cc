@@ -11,7 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "export/fuse_export.h"
+#include "export/fuse_dev/fuse_export.h"
 #include "export/start.h"
 #include "tests/export/export_fixture.h"
 

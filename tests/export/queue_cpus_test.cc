@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "export/queue_cpus.h"
+#include "export/queue/queue_cpus.h"
 #include "export/start.h"
 #include "tests/export/export_fixture.h"
 #include "tests/support/threads.h"

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "export/virtqueue.h"
+#include "export/vhost_user/virtqueue.h"
 #include "tests/vhost/export_fixture.h"
 
 extern char** environ;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "export/export.h"
-#include "tests/vhost/frontend.h"
+#include "vhost_frontend/frontend.h"
 
 namespace bexd::test::vhost {
 

@@ -1,7 +1,7 @@
 // GuestMemory::Map on every kind of fd a frontend can pass: only what has a size (a regular file,
 // a memfd, a block device) is mapped, and only when it backs the whole region, so no access to a
 // mapped region can fault past the end of its backing.
-#include "export/guest_memory.h"
+#include "export/vhost_user/guest_memory.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

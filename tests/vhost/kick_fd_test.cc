@@ -8,7 +8,7 @@
 #include <chrono>
 #include <thread>
 
-#include "export/vhost_user_protocol.h"
+#include "export/vhost_user/vhost_user_protocol.h"
 #include "tests/support/threads.h"
 #include "tests/vhost/export_fixture.h"
 

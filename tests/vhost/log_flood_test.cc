@@ -8,8 +8,8 @@
 #include <sstream>
 #include <string>
 
-#include "export/vhost_user_protocol.h"
-#include "export/virtqueue.h"
+#include "export/vhost_user/vhost_user_protocol.h"
+#include "export/vhost_user/virtqueue.h"
 #include "tests/vhost/export_fixture.h"
 
 namespace bexd::test::vhost {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <functional>
 
-#include "export/virtqueue.h"
+#include "export/vhost_user/virtqueue.h"
 #include "tests/vhost/export_fixture.h"
 
 namespace bexd::test::vhost {

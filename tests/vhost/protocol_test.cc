@@ -9,7 +9,7 @@
 
 #include <cstring>
 
-#include "export/vhost_user_protocol.h"
+#include "export/vhost_user/vhost_user_protocol.h"
 #include "tests/vhost/export_fixture.h"
 
 namespace bexd::test::vhost {

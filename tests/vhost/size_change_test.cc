@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "block/open.h"
-#include "cli/blockdev_schema.h"
-#include "cli/export_schema.h"
-#include "cli/keyval.h"
+#include "cli/config/blockdev_schema.h"
+#include "cli/config/export_schema.h"
+#include "cli/config/keyval.h"
 #include "export/start.h"
 #include "tests/vhost/export_fixture.h"
 
