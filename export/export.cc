@@ -5,7 +5,7 @@
 #include "export/flush_node.h"
 #include "util/log.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 void Export::FlushAfterLastReply() {
   if (!writable_) return;
@@ -14,4 +14,4 @@ void Export::FlushAfterLastReply() {
   }
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -13,7 +13,7 @@
 #include "block/block_node.h"
 #include "fuse/queue_stats.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 class Export {
  public:
@@ -67,4 +67,4 @@ class Export {
   std::atomic<bool> ended_{false};
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

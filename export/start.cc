@@ -12,7 +12,7 @@
 #include "fuse/session.h"
 #include "util/status.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 // What the request core needs to know about the export, from the options every transport shares
@@ -81,4 +81,4 @@ absl::StatusOr<std::unique_ptr<Export>> StartExport(const ExportOptions& options
   return started;
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -12,7 +12,7 @@
 #include "export/export.h"
 #include "export/options.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 // Creates and starts the export the options describe, serving `node`; returns once it serves
 // requests (FUSE: mounted; vhost-user-fs: listening). Errors name the export id and the reason.
@@ -22,4 +22,4 @@ absl::StatusOr<std::unique_ptr<Export>> StartExport(const ExportOptions& options
                                                     std::shared_ptr<block::BlockNode> node,
                                                     Export::EndedFn on_ended = nullptr);
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

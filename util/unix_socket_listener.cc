@@ -1,6 +1,6 @@
 #include "util/unix_socket_listener.h"
 
-#include <absl/strings/str_format.h>
+#include <fmt/format.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -12,16 +12,16 @@
 
 #include "util/log.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 absl::Status PathError(const std::string& path, std::string_view what, int error) {
   return absl::InvalidArgumentError(
-      absl::StrFormat("socket '%s': %s: %s", path, what, std::strerror(error)));
+      fmt::format("socket '{}': {}: {}", path, what, std::strerror(error)));
 }
 
 absl::Status Refused(const std::string& path, std::string_view why) {
-  return absl::FailedPreconditionError(absl::StrFormat("socket '%s': %s", path, why));
+  return absl::FailedPreconditionError(fmt::format("socket '{}': {}", path, why));
 }
 
 bool SameFile(const struct stat& a, const struct stat& b) {
@@ -73,8 +73,8 @@ absl::StatusOr<UnixSocketListener> UnixSocketListener::Listen(const std::string&
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "socket '%s': the path must have 1 to %d bytes", path, sizeof(address.sun_path) - 1));
+    return absl::InvalidArgumentError(fmt::format("socket '{}': the path must have 1 to {} bytes",
+                                                  path, sizeof(address.sun_path) - 1));
   }
   std::memcpy(address.sun_path, path.data(), path.size());
   if (absl::Status status = ClearStaleSocket(address, path); !status.ok()) return status;
@@ -128,4 +128,4 @@ void UnixSocketListener::Close() {
   fd_.Reset();
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -15,7 +15,7 @@
 
 #include "util/unique_fd.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 class UnixSocketListener {
  public:
@@ -47,4 +47,4 @@ class UnixSocketListener {
   ino_t inode_ = 0;
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

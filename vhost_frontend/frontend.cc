@@ -1,7 +1,7 @@
 #include "vhost_frontend/frontend.h"
 
-#include <absl/strings/str_format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -23,8 +23,8 @@
 namespace bexd::test::vhost {
 namespace {
 
-namespace proto = exp::vhost;
-namespace vring = exp::vring;
+namespace proto = exports::vhost;
+namespace vring = exports::vring;
 
 constexpr uint64_t kPage = 4096;
 constexpr size_t kScratchBytes = 1 << 20;
@@ -216,7 +216,7 @@ absl::Status Frontend::StartRing(uint32_t index) {
   };
   for (const Step& step : steps) {
     if (absl::Status s = Apply(step.request, step.payload, step.size, step.fds); !s.ok()) {
-      return absl::Status(s.code(), absl::StrFormat("vring %d: %s", index, s.message()));
+      return absl::Status(s.code(), fmt::format("vring {}: {}", index, std::string(s.message())));
     }
   }
   return absl::OkStatus();
@@ -226,7 +226,7 @@ absl::Status Frontend::Apply(uint32_t request, const void* payload, size_t size,
                              const std::vector<int>& fds) {
   absl::StatusOr<uint64_t> verdict = Send(request, payload, size, fds);
   if (!verdict.ok()) return verdict.status();
-  if (*verdict != 0) return absl::InternalError(absl::StrFormat("message %d refused", request));
+  if (*verdict != 0) return absl::InternalError(fmt::format("message {} refused", request));
   return absl::OkStatus();
 }
 
@@ -237,7 +237,7 @@ absl::StatusOr<uint64_t> Frontend::Query(uint32_t request) {
   if (!reply.ok()) return reply.status();
   const uint64_t* value = reply->PayloadAs<uint64_t>();
   if (reply->header.request != request || value == nullptr) {
-    return absl::InternalError(absl::StrFormat("malformed reply to message %d", request));
+    return absl::InternalError(fmt::format("malformed reply to message {}", request));
   }
   return *value;
 }
@@ -257,7 +257,7 @@ absl::StatusOr<uint64_t> Frontend::Send(uint32_t request, const void* payload, s
   absl::StatusOr<proto::Message> reply = Receive();
   if (!reply.ok()) return reply.status();
   if (reply->header.request != request || reply->header.size != sizeof(uint64_t)) {
-    return absl::InternalError(absl::StrFormat("bad acknowledgement for message %d", request));
+    return absl::InternalError(fmt::format("bad acknowledgement for message {}", request));
   }
   uint64_t value;
   memcpy(&value, reply->payload, sizeof(value));
@@ -419,7 +419,7 @@ absl::StatusOr<std::vector<Completion>> Frontend::WaitCompletions(uint32_t index
       int slot = static_cast<int>(id / DescsPerSlot(ring));
       if (id % DescsPerSlot(ring) != 0 || slot >= static_cast<int>(ring.busy.size()) ||
           !ring.busy[slot]) {
-        return absl::InternalError(absl::StrFormat("backend returned unknown head %d", id));
+        return absl::InternalError(fmt::format("backend returned unknown head {}", id));
       }
       ring.busy[slot] = false;
       done.push_back({slot, len});
@@ -481,7 +481,7 @@ absl::StatusOr<struct fuse_init_out> Frontend::Init() {
   absl::StatusOr<FuseReply> reply = Fuse(1, FUSE_INIT, 0, &in, sizeof(in));
   if (!reply.ok()) return reply.status();
   if (reply->header.error != 0) {
-    return absl::InternalError(absl::StrFormat("INIT failed: %d", reply->header.error));
+    return absl::InternalError(fmt::format("INIT failed: {}", reply->header.error));
   }
   struct fuse_init_out out = {};
   memcpy(&out, reply->payload.data(), std::min(sizeof(out), reply->payload.size()));

@@ -141,7 +141,7 @@ class Frontend {
   };
   explicit Frontend(FrontendOptions options) : options_(std::move(options)) {}
   absl::Status SetUp();
-  absl::StatusOr<exp::vhost::Message> Receive();
+  absl::StatusOr<exports::vhost::Message> Receive();
   // Sends with REPLY_ACK; fails unless the backend accepted the message.
   absl::Status Apply(uint32_t request, const void* payload, size_t size,
                      const std::vector<int>& fds = {});

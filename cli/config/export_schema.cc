@@ -18,7 +18,7 @@
 namespace bexd::cli {
 namespace {
 
-using exp::AllowOther;
+using exports::AllowOther;
 
 // The virtio-fs configuration space holds the tag in 36 bytes.
 constexpr size_t kMaxTagLength = 36;
@@ -43,7 +43,7 @@ void ReadQueueCpus(OptionReader& reader, std::vector<int>* cpus) {
   std::string text;
   reader.String("queue-cpus", &text);
   if (!reader.ok() || !reader.Has("queue-cpus")) return;
-  absl::StatusOr<std::vector<int>> parsed = exp::ParseCpuList(text);
+  absl::StatusOr<std::vector<int>> parsed = exports::ParseCpuList(text);
   if (!parsed.ok()) {
     reader.Fail("queue-cpus", std::string(parsed.status().message()));
     return;
@@ -64,9 +64,9 @@ void ApplyIothreads(OptionReader& reader, const std::vector<std::string>& iothre
   }
 }
 
-exp::FuseExportOptions ReadFuseOptions(OptionReader& reader,
-                                       const std::vector<std::string>& iothreads) {
-  exp::FuseExportOptions fuse;
+exports::FuseExportOptions ReadFuseOptions(OptionReader& reader,
+                                           const std::vector<std::string>& iothreads) {
+  exports::FuseExportOptions fuse;
   reader.RequiredString("mountpoint", &fuse.mountpoint);
   if (reader.ok()) {
     fuse.mountpoint = AbsolutePath(fuse.mountpoint);
@@ -75,16 +75,15 @@ exp::FuseExportOptions ReadFuseOptions(OptionReader& reader,
   reader.Bool("growable", &fuse.growable);
   reader.Enum("allow-other", &fuse.allow_other,
               {{"off", AllowOther::kOff}, {"on", AllowOther::kOn}, {"auto", AllowOther::kAuto}});
-  reader.Integer("num-queues", &fuse.num_queues, 1, exp::FuseExport::kMaxQueues);
+  reader.Integer("num-queues", &fuse.num_queues, 1, exports::FuseExport::kMaxQueues);
   ApplyIothreads(reader, iothreads, "num-queues", &fuse.num_queues);
   ReadQueueCpus(reader, &fuse.queue_cpus);
   return fuse;
 }
 
-exp::VhostUserFsExportOptions ReadVhostUserFsOptions(OptionReader& reader,
-                                                     const std::string& node_name,
-                                                     const std::vector<std::string>& iothreads) {
-  exp::VhostUserFsExportOptions vhost;
+exports::VhostUserFsExportOptions ReadVhostUserFsOptions(
+    OptionReader& reader, const std::string& node_name, const std::vector<std::string>& iothreads) {
+  exports::VhostUserFsExportOptions vhost;
   OptionReader& addr = reader.Child("addr");
   if (reader.ok() && !reader.Has("addr")) reader.Fail("addr", "missing (required)");
   std::string type;
@@ -115,7 +114,7 @@ exp::VhostUserFsExportOptions ReadVhostUserFsOptions(OptionReader& reader,
   }
   reader.Bool("growable", &vhost.growable);
   reader.Integer("num-request-queues", &vhost.num_request_queues, 1,
-                 exp::VhostUserFsExport::kMaxRequestQueues);
+                 exports::VhostUserFsExport::kMaxRequestQueues);
   ApplyIothreads(reader, iothreads, "num-request-queues", &vhost.num_request_queues);
   ReadQueueCpus(reader, &vhost.queue_cpus);
   return vhost;
@@ -127,7 +126,7 @@ absl::StatusOr<ExportSpec> ParseExportOptions(const nlohmann::json& object, Synt
                                               const std::string& path) {
   OptionReader reader(object, syntax, path);
   ExportSpec spec;
-  exp::ExportOptions& options = spec.options;
+  exports::ExportOptions& options = spec.options;
   std::string type;
   reader.RequiredString("type", &type);
   reader.RequiredString("id", &options.id);

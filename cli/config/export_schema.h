@@ -1,4 +1,4 @@
-// --export / block-export-add options (QSD's names where QSD has them) to exp::ExportOptions.
+// --export / block-export-add options (QSD's names where QSD has them) to exports::ExportOptions.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -13,7 +13,7 @@
 namespace bexd::cli {
 
 struct ExportSpec {
-  exp::ExportOptions options;
+  exports::ExportOptions options;
   // QSD's iothread= names; each must name an --object iothread. bexd runs one thread per queue
   // instead of iothreads, so a list of N names asks for N queues.
   std::vector<std::string> iothreads;

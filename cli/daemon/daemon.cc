@@ -27,7 +27,8 @@ std::string CanonicalPath(const std::string& path) {
 std::string Endpoint(const ExportSpec& spec) {
   const std::string* path = std::visit(
       [](const auto& transport) -> const std::string* {
-        if constexpr (std::is_same_v<std::decay_t<decltype(transport)>, exp::FuseExportOptions>) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(transport)>,
+                                     exports::FuseExportOptions>) {
           return &transport.mountpoint;
         } else {
           return &transport.socket_path;
@@ -100,7 +101,7 @@ absl::Status Daemon::DeleteBlockdev(std::string_view node_name) {
 
 absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
                                     std::span<const ExportSpec> also_new) const {
-  const exp::ExportOptions& options = spec.options;
+  const exports::ExportOptions& options = spec.options;
   bool duplicate_id = FindExport(options.id) != nullptr;
   std::string endpoint = Endpoint(spec);
   std::string endpoint_owner;
@@ -166,8 +167,8 @@ absl::Status Daemon::CheckNewExports(std::span<const ExportSpec> specs) const {
 absl::Status Daemon::AddExport(const ExportSpec& spec) {
   absl::Status status = CheckNewExport(spec, {});
   if (!status.ok()) return status;
-  absl::StatusOr<std::unique_ptr<exp::Export>> running =
-      exp::StartExport(spec.options, graph_.Find(spec.options.node_name)->node, export_ended_);
+  absl::StatusOr<std::unique_ptr<exports::Export>> running =
+      exports::StartExport(spec.options, graph_.Find(spec.options.node_name)->node, export_ended_);
   if (!running.ok()) return running.status();
   graph_.Retain(spec.options.node_name);
   log::Debug("export '{}' ({}) serves node '{}' at {}", spec.options.id, (*running)->type(),

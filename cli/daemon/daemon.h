@@ -66,16 +66,16 @@ class Daemon {
   void set_export_deleted_callback(std::function<void(const std::string&)> callback) {
     export_deleted_ = std::move(callback);
   }
-  // Called on an export's own thread when it ends on its own (exp::Export::EndedFn); it must
+  // Called on an export's own thread when it ends on its own (exports::Export::EndedFn); it must
   // get RemoveEndedExports() run on the main thread. Set it before adding exports.
-  void set_export_ended_callback(exp::Export::EndedFn callback) {
+  void set_export_ended_callback(exports::Export::EndedFn callback) {
     export_ended_ = std::move(callback);
   }
 
  private:
   struct LiveExport {
     ExportSpec spec;
-    std::unique_ptr<exp::Export> running;
+    std::unique_ptr<exports::Export> running;
   };
 
   const LiveExport* FindExport(std::string_view id) const;
@@ -88,7 +88,7 @@ class Daemon {
   std::vector<LiveExport> exports_;
   std::vector<std::string> monitor_paths_;  // canonical
   std::function<void(const std::string&)> export_deleted_;
-  exp::Export::EndedFn export_ended_;
+  exports::Export::EndedFn export_ended_;
 };
 
 }  // namespace bexd::cli

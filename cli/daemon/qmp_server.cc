@@ -59,7 +59,8 @@ QmpServer::~QmpServer() {
 }
 
 absl::Status QmpServer::Listen(const std::string& path, bool pretty) {
-  absl::StatusOr<exp::UnixSocketListener> socket = exp::UnixSocketListener::Listen(path, SOMAXCONN);
+  absl::StatusOr<exports::UnixSocketListener> socket =
+      exports::UnixSocketListener::Listen(path, SOMAXCONN);
   if (!socket.ok()) {
     return absl::Status(socket.status().code(),
                         fmt::format("monitor {}", std::string(socket.status().message())));

@@ -34,7 +34,7 @@ class QmpServer {
   QmpServer(const QmpServer&) = delete;
   QmpServer& operator=(const QmpServer&) = delete;
 
-  // Listens on a unix socket at `path`, by exp::UnixSocketListener's rules: a stale socket file
+  // Listens on a unix socket at `path`, by exports::UnixSocketListener's rules: a stale socket file
   // there is replaced; a live one, or any other file, is an error.
   absl::Status Listen(const std::string& path, bool pretty);
   // Sends `event` to every client past capabilities negotiation.
@@ -82,7 +82,7 @@ class QmpServer {
   QmpCommands* commands_;
   std::vector<Listener> listeners_;
   // Owns the listening sockets of listeners_ (closing them removes their files).
-  std::vector<exp::UnixSocketListener> sockets_;
+  std::vector<exports::UnixSocketListener> sockets_;
   std::list<Client> clients_;
   size_t connected_ = 0;   // clients not dropped yet
   size_t held_bytes_ = 0;  // the sum of their held bytes

@@ -13,7 +13,7 @@
 #include "util/rate_limit.h"
 #include "util/status.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 absl::StatusOr<std::unique_ptr<FuseDeviceTransport>> FuseDeviceTransport::Create(
     uint32_t index, const fuse::Session& session, util::UniqueFd device, ExitFn on_exit) {
@@ -160,4 +160,4 @@ void FuseDeviceTransport::Detach(bool failed) {
   if (on_exit_) on_exit_(index_, failed);
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -19,7 +19,7 @@
 #include "fuse/session.h"
 #include "util/unique_fd.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 class FuseDeviceTransport final : public QueueTransport {
  public:
@@ -71,4 +71,4 @@ class FuseDeviceTransport final : public QueueTransport {
   ExitFn on_exit_;
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -17,7 +17,7 @@
 #include "util/log.h"
 #include "util/unique_fd.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 // A server that has not answered one GETATTR by then is taken for alive (busy or hung).
@@ -89,4 +89,4 @@ absl::Status DetachDeadBexdMounts(const std::string& path) {
   return absl::OkStatus();
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

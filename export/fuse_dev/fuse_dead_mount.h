@@ -8,11 +8,11 @@
 
 #include <string>
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 // Detaches every dead bexd FUSE mount stacked on `path` (canonical), logging a warning for each.
 // Only a mount of bexd's type whose connection answers ENOTCONN counts as dead; anything else
 // mounted there (a live bexd, another file system) is left alone for the caller to judge.
 absl::Status DetachDeadBexdMounts(const std::string& path);
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -10,7 +10,7 @@
 #include "export/queue/queue_cpus.h"
 #include "util/log.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 uint32_t DefaultFuseQueueCount() {
   return std::clamp<uint32_t>(static_cast<uint32_t>(AllowedCpus().size()), 1,
                               FuseExport::kMaxQueues);
@@ -150,4 +150,4 @@ std::vector<fuse::QueueStatsSnapshot> FuseExport::Stats() const {
   return stats;
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -21,7 +21,7 @@
 #include "export/queue/queue_thread.h"
 #include "fuse/session.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 class FuseExport final : public Export {
  public:
@@ -78,4 +78,4 @@ class FuseExport final : public Export {
 // Queues for num-queues=0: one per CPU this process may run on.
 uint32_t DefaultFuseQueueCount();
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -28,7 +28,7 @@
 
 extern char** environ;
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 void ForwardLibfuseLog(enum fuse_log_level level, const char* format, va_list args) {
@@ -212,4 +212,4 @@ void FuseMount::Unmount() {
   }
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

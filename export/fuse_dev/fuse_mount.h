@@ -12,7 +12,7 @@
 #include "export/options.h"
 #include "util/unique_fd.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 // bexd's mounts show in /proc/self/mountinfo with type "fuse." followed by this.
 inline constexpr char kBexdFsSubtype[] = "bexd";
@@ -65,4 +65,4 @@ class FuseMount {
   bool unmounted_from_outside_ = false;
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -17,7 +17,7 @@
 
 #include "export/fuse_dev/fuse_dead_mount.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 std::mutex g_claims_mutex;
@@ -136,4 +136,4 @@ void MountpointClaim::Release() {
   path_.clear();
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 // Holds a process-wide claim on one mountpoint (its canonical path) until destroyed.
 class MountpointClaim {
@@ -41,4 +41,4 @@ struct MountEntry {
 };
 absl::StatusOr<std::optional<MountEntry>> TopMountAt(const std::string& path);
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <utility>
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 absl::StatusOr<FuseSlotBuffers> FuseSlotBuffers::Create(size_t slots, size_t max_request_bytes,
                                                         size_t max_reply_bytes) {
@@ -35,4 +35,4 @@ FuseSlotBuffers::~FuseSlotBuffers() {
   if (base_ != nullptr) ::munmap(base_, mapped_bytes_);
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

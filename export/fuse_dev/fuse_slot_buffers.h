@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 class FuseSlotBuffers {
  public:
@@ -53,4 +53,4 @@ class FuseSlotBuffers {
   size_t data_bytes_ = 0;  // data pages per slot, a multiple of kPageBytes
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

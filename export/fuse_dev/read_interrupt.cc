@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 // SIGUSR2 is otherwise unused by bexd; with the handler installed, a stray one sent to the
@@ -43,4 +43,4 @@ absl::Status AcceptReadInterrupt() {
 
 void InterruptRead(pthread_t thread) { ::pthread_kill(thread, kReadInterruptSignal); }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -6,7 +6,7 @@
 #include <absl/status/status.h>
 #include <pthread.h>
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 // Installs the handler once per process; later calls return the first result. Call before
 // starting a thread that will wait in a blocking read.
@@ -21,4 +21,4 @@ absl::Status AcceptReadInterrupt();
 // its stop flag before each wait and repeat the interrupt until the thread has ended.
 void InterruptRead(pthread_t thread);
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -5,7 +5,7 @@
 #include "util/eventfd.h"
 #include "util/status.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create() {
   util::UniqueFd epoll_fd(::epoll_create1(EPOLL_CLOEXEC));
@@ -55,4 +55,4 @@ int EventLoop::Wait(struct epoll_event* events, int capacity, int timeout_ms) {
   return kept;
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

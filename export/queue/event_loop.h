@@ -12,7 +12,7 @@
 
 #include "util/unique_fd.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 class EventLoop {
  public:
@@ -46,4 +46,4 @@ class EventLoop {
   std::atomic<bool> stop_requested_{false};
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

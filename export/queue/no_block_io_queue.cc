@@ -5,7 +5,7 @@
 #include "util/log.h"
 #include "util/rate_limit.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 void NoBlockIoQueue::Submit(block::IoRequest* request) {
   block::EmplaceDriverState<block::RequestLink>(request);
@@ -25,4 +25,4 @@ void NoBlockIoQueue::Poll() {
   }
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

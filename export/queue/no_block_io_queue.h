@@ -10,7 +10,7 @@
 #include "block/block_node.h"
 #include "block/request_list.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 class NoBlockIoQueue final : public block::IoQueue {
  public:
@@ -27,4 +27,4 @@ class NoBlockIoQueue final : public block::IoQueue {
   uint32_t in_flight_ = 0;
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

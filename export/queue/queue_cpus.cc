@@ -9,7 +9,7 @@
 #include <charconv>
 #include <cstring>
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 // Reads a CPU number from the front of `text`, leaving the rest.
@@ -110,4 +110,4 @@ absl::Status PinCurrentThread(int cpu) {
   return absl::OkStatus();
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 // Parses a Linux CPU list ("0-3,8", as in /sys/devices/system/cpu/online and `taskset -c`) into
 // ascending CPU numbers without duplicates.
@@ -38,4 +38,4 @@ std::string DescribeQueueCpus(const std::vector<int>& cpus);
 // Restricts the calling thread to `cpu`.
 absl::Status PinCurrentThread(int cpu);
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -13,7 +13,7 @@
 #include "util/log.h"
 #include "util/status.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 absl::StatusOr<std::unique_ptr<QueueThread>> QueueThread::Start(
     std::shared_ptr<fuse::Session> session, QueueThreadOptions options) {
@@ -213,4 +213,4 @@ fuse::QueueStatsSnapshot QueueThread::Stats() const {
   return fuse::QueueStatsSnapshot::Of(queue_->stats());
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

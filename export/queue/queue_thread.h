@@ -27,7 +27,7 @@
 #include "fuse/request.h"
 #include "fuse/session.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 struct QueueThreadOptions {
   std::string label;        // names the queue in errors and logs: "export 'x' queue 0"
@@ -115,4 +115,4 @@ class QueueThread {
   bool failed_ = false;
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <memory>
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 class SlotStack {
  public:
@@ -35,4 +35,4 @@ class SlotStack {
   uint32_t free_ = 0;
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 class QueueThread;
 
@@ -68,4 +68,4 @@ class QueueTransport {
   virtual void Detach(bool failed) {}
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -1,6 +1,6 @@
 #include "export/vhost_user/guest_memory.h"
 
-#include <absl/strings/str_format.h>
+#include <fmt/format.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 bool RangeEnd(uint64_t start, uint64_t length, uint64_t* end) {
@@ -48,12 +48,12 @@ absl::StatusOr<uint64_t> BackingSize(int fd, const struct stat& st) {
     uint64_t bytes = 0;
     if (ioctl(fd, BLKGETSIZE64, &bytes) != 0) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("cannot read the block device's size: %s", strerror(errno)));
+          fmt::format("cannot read the block device's size: {}", strerror(errno)));
     }
     return bytes;
   }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "the fd is %s, not a regular file, memfd or block device, so its size cannot be checked",
+  return absl::InvalidArgumentError(fmt::format(
+      "the fd is {}, not a regular file, memfd or block device, so its size cannot be checked",
       KindOf(st.st_mode)));
 }
 
@@ -62,8 +62,8 @@ absl::StatusOr<uint64_t> BackingSize(int fd, const struct stat& st) {
 absl::Status GuestMemory::CheckLayout(const std::vector<GuestMemoryRegionSpec>& regions) {
   if (regions.empty()) return absl::InvalidArgumentError("memory table has no regions");
   if (regions.size() > static_cast<size_t>(kMaxRegions)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "memory table has %d regions, at most %d are supported", regions.size(), kMaxRegions));
+    return absl::InvalidArgumentError(fmt::format(
+        "memory table has {} regions, at most {} are supported", regions.size(), kMaxRegions));
   }
   for (size_t i = 0; i < regions.size(); ++i) {
     const GuestMemoryRegionSpec& r = regions[i];
@@ -71,16 +71,15 @@ absl::Status GuestMemory::CheckLayout(const std::vector<GuestMemoryRegionSpec>& 
     if (r.size == 0 || !RangeEnd(r.guest_phys_addr, r.size, &gpa_end) ||
         !RangeEnd(r.frontend_addr, r.size, &frontend_end) ||
         !RangeEnd(r.mmap_offset, r.size, &offset_end) || r.size > SIZE_MAX / 2) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "memory region %d (guest 0x%x, size 0x%x, offset 0x%x) is empty or overflows", i,
+      return absl::InvalidArgumentError(fmt::format(
+          "memory region {} (guest 0x{:x}, size 0x{:x}, offset 0x{:x}) is empty or overflows", i,
           r.guest_phys_addr, r.size, r.mmap_offset));
     }
     for (size_t j = 0; j < i; ++j) {
       const GuestMemoryRegionSpec& o = regions[j];
       if (Overlaps(r.guest_phys_addr, gpa_end, o.guest_phys_addr, o.guest_phys_addr + o.size) ||
           Overlaps(r.frontend_addr, frontend_end, o.frontend_addr, o.frontend_addr + o.size)) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("memory regions %d and %d overlap", j, i));
+        return absl::InvalidArgumentError(fmt::format("memory regions {} and {} overlap", j, i));
       }
     }
   }
@@ -91,8 +90,8 @@ absl::StatusOr<std::unique_ptr<GuestMemory>> GuestMemory::Map(
     const std::vector<GuestMemoryRegionSpec>& regions, const std::vector<int>& fds) {
   if (absl::Status status = CheckLayout(regions); !status.ok()) return status;
   if (fds.size() != regions.size()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "memory table has %d regions but %d file descriptors", regions.size(), fds.size()));
+    return absl::InvalidArgumentError(fmt::format(
+        "memory table has {} regions but {} file descriptors", regions.size(), fds.size()));
   }
   std::unique_ptr<GuestMemory> memory(new GuestMemory());
   for (size_t i = 0; i < regions.size(); ++i) {
@@ -100,18 +99,18 @@ absl::StatusOr<std::unique_ptr<GuestMemory>> GuestMemory::Map(
     struct stat st;
     if (fstat(fds[i], &st) != 0) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("memory region %d: fstat: %s", i, strerror(errno)));
+          fmt::format("memory region {}: fstat: {}", i, strerror(errno)));
     }
     absl::StatusOr<uint64_t> backing = BackingSize(fds[i], st);
     if (!backing.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("memory region %d: %s", i, backing.status().message()));
+          fmt::format("memory region {}: {}", i, std::string(backing.status().message())));
     }
     // CheckLayout() made sure that mmap_offset + size does not overflow.
     if (*backing < spec.mmap_offset + spec.size) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "memory region %d: its fd backs 0x%x bytes, the region needs 0x%x (offset 0x%x + "
-          "size 0x%x)",
+      return absl::InvalidArgumentError(fmt::format(
+          "memory region {}: its fd backs 0x{:x} bytes, the region needs 0x{:x} (offset 0x{:x} + "
+          "size 0x{:x})",
           i, *backing, spec.mmap_offset + spec.size, spec.mmap_offset, spec.size));
     }
     uint64_t align = MapAlignment(st);
@@ -122,8 +121,8 @@ absl::StatusOr<std::unique_ptr<GuestMemory>> GuestMemory::Map(
                          fds[i], static_cast<off_t>(map_offset));
     if (mapping == MAP_FAILED) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("memory region %d: mmap of 0x%x bytes at offset 0x%x: %s", i, length,
-                          map_offset, strerror(errno)));
+          fmt::format("memory region {}: mmap of 0x{:x} bytes at offset 0x{:x}: {}", i, length,
+                      map_offset, strerror(errno)));
     }
     memory->regions_.push_back(
         Region{spec, static_cast<unsigned char*>(mapping) + lead, mapping, length});
@@ -204,4 +203,4 @@ void* GuestMemory::FrontendToHost(uint64_t addr, uint64_t length) const {
   return nullptr;
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 // One region as SET_MEM_TABLE describes it.
 struct GuestMemoryRegionSpec {
@@ -75,4 +75,4 @@ class GuestMemory {
   std::vector<Region> regions_;  // sorted by guest_phys_addr
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

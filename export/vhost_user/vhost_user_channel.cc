@@ -1,13 +1,13 @@
 #include "export/vhost_user/vhost_user_channel.h"
 
-#include <absl/strings/str_format.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <cstring>
 
-namespace bexd::exp::vhost {
+namespace bexd::exports::vhost {
 namespace {
 
 // Waits until `socket_fd` is ready for `events` or `cancel_fd` is readable.
@@ -16,7 +16,7 @@ absl::Status WaitFor(int socket_fd, short events, int cancel_fd) {
   for (;;) {
     int n = poll(fds, cancel_fd >= 0 ? 2 : 1, -1);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::InternalError(absl::StrFormat("poll: %s", strerror(errno)));
+    if (n < 0) return absl::InternalError(fmt::format("poll: {}", strerror(errno)));
     if (cancel_fd >= 0 && (fds[1].revents & POLLIN)) return absl::CancelledError("cancelled");
     if (fds[0].revents != 0) return absl::OkStatus();
   }
@@ -54,7 +54,7 @@ absl::Status ReadFull(int socket_fd, int cancel_fd, void* data, size_t size, boo
     ssize_t n = recvmsg(socket_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
-      return absl::UnavailableError(absl::StrFormat("recvmsg: %s", strerror(errno)));
+      return absl::UnavailableError(fmt::format("recvmsg: {}", strerror(errno)));
     }
     bool fds_ok = TakeFds(&msg, fds);
     if (msg.msg_flags & MSG_CTRUNC) {
@@ -81,13 +81,12 @@ absl::Status ReceiveMessage(int socket_fd, int cancel_fd, Message* message) {
   }
   const Header& h = message->header;
   if ((h.flags & kVersionMask) != kVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("message %d has protocol version %d, expected %d", h.request,
-                        h.flags & kVersionMask, kVersion));
+    return absl::InvalidArgumentError(fmt::format("message {} has protocol version {}, expected {}",
+                                                  h.request, h.flags & kVersionMask, kVersion));
   }
   if (h.size > kMaxPayload) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "message %d has a %d-byte payload, at most %d is allowed", h.request, h.size, kMaxPayload));
+    return absl::InvalidArgumentError(fmt::format(
+        "message {} has a {}-byte payload, at most {} is allowed", h.request, h.size, kMaxPayload));
   }
   return ReadFull(socket_fd, cancel_fd, message->payload, h.size, false, &message->fds);
 }
@@ -121,11 +120,11 @@ absl::Status SendMessage(int socket_fd, int cancel_fd, const Header& header, con
     ssize_t n = sendmsg(socket_fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
-      return absl::UnavailableError(absl::StrFormat("sendmsg: %s", strerror(errno)));
+      return absl::UnavailableError(fmt::format("sendmsg: {}", strerror(errno)));
     }
     done += static_cast<size_t>(n);
   }
   return absl::OkStatus();
 }
 
-}  // namespace bexd::exp::vhost
+}  // namespace bexd::exports::vhost

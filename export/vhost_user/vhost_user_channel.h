@@ -12,7 +12,7 @@
 #include "export/vhost_user/vhost_user_protocol.h"
 #include "util/unique_fd.h"
 
-namespace bexd::exp::vhost {
+namespace bexd::exports::vhost {
 
 struct Message {
   Header header{};
@@ -36,4 +36,4 @@ absl::Status ReceiveMessage(int socket_fd, int cancel_fd, Message* message);
 absl::Status SendMessage(int socket_fd, int cancel_fd, const Header& header, const void* payload,
                          size_t payload_size, const int* fds = nullptr, int fd_count = 0);
 
-}  // namespace bexd::exp::vhost
+}  // namespace bexd::exports::vhost

@@ -1,7 +1,7 @@
 #include "export/vhost_user/vhost_user_device.h"
 
-#include <absl/strings/str_format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 
 #include <cerrno>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include "util/log.h"
 #include "util/rate_limit.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 using vhost::Message;
@@ -109,8 +109,8 @@ absl::Status VhostUserDevice::Handle(Message& message, Reply* reply) {
              (protocol_features_ & vhost::kProtocolReplyAck) && !HasOwnReply(request);
   if (ack) SetReply(request, uint64_t{status.ok() ? 0u : 1u}, reply);
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrFormat("%s: %s: %s", name_, RequestName(request),
-                                                       status.message()));
+    return absl::Status(status.code(), fmt::format("{}: {}: {}", name_, RequestName(request),
+                                                   std::string(status.message())));
   }
   return absl::OkStatus();
 }
@@ -118,12 +118,12 @@ absl::Status VhostUserDevice::Handle(Message& message, Reply* reply) {
 absl::Status VhostUserDevice::Dispatch(Message& message, Reply* reply) {
   const uint32_t request = message.header.request;
   if (TakesNoFds(request) && !message.fds.empty()) {
-    return Invalid(absl::StrFormat("carries %d unexpected file descriptors", message.fds.size()));
+    return Invalid(fmt::format("carries {} unexpected file descriptors", message.fds.size()));
   }
   auto need_size = [&](size_t size) {
     return message.header.size == size ? absl::OkStatus()
-                                       : Invalid(absl::StrFormat("payload is %d bytes, expected %d",
-                                                                 message.header.size, size));
+                                       : Invalid(fmt::format("payload is {} bytes, expected {}",
+                                                             +message.header.size, size));
   };
   uint64_t u64 = 0;
   if (message.header.size == sizeof(u64)) memcpy(&u64, message.payload, sizeof(u64));
@@ -142,7 +142,7 @@ absl::Status VhostUserDevice::Dispatch(Message& message, Reply* reply) {
       if (absl::Status s = need_size(sizeof(u64)); !s.ok()) return s;
       if (u64 & ~kProtocolFeatures) {
         return Invalid(
-            absl::StrFormat("protocol features 0x%x were not offered", u64 & ~kProtocolFeatures));
+            fmt::format("protocol features 0x{:x} were not offered", u64 & ~kProtocolFeatures));
       }
       protocol_features_ = u64;
       return absl::OkStatus();
@@ -165,8 +165,8 @@ absl::Status VhostUserDevice::Dispatch(Message& message, Reply* reply) {
       if (!state.ok()) return state.status();
       if (state->num == 0 || state->num > Virtqueue::kMaxSize ||
           (state->num & (state->num - 1)) != 0) {
-        return Invalid(absl::StrFormat("vring %d size %d is not a power of two in [1, %d]",
-                                       state->index, state->num, Virtqueue::kMaxSize));
+        return Invalid(fmt::format("vring {} size {} is not a power of two in [1, {}]",
+                                   +state->index, +state->num, Virtqueue::kMaxSize));
       }
       return Reconfigure(state->index, [&](Vring& vring) { vring.num = state->num; });
     }
@@ -184,7 +184,7 @@ absl::Status VhostUserDevice::Dispatch(Message& message, Reply* reply) {
       absl::StatusOr<vhost::VringState> state = RingPayload<vhost::VringState>(message);
       if (!state.ok()) return state.status();
       if (state->num > UINT16_MAX) {
-        return Invalid(absl::StrFormat("vring %d base %d exceeds 65535", state->index, state->num));
+        return Invalid(fmt::format("vring {} base {} exceeds 65535", +state->index, +state->num));
       }
       return Reconfigure(state->index,
                          [&](Vring& vring) { vring.base = static_cast<uint16_t>(state->num); });
@@ -208,7 +208,7 @@ absl::Status VhostUserDevice::Dispatch(Message& message, Reply* reply) {
       if (!protocol_features_acked()) {
         return Invalid("sent without VHOST_USER_F_PROTOCOL_FEATURES negotiated");
       }
-      if (state->num > 1) return Invalid(absl::StrFormat("enable value %d", state->num));
+      if (state->num > 1) return Invalid(fmt::format("enable value {}", +state->num));
       return Reconfigure(state->index, [&](Vring& vring) { vring.enabled = state->num == 1; });
     }
     default:
@@ -218,7 +218,7 @@ absl::Status VhostUserDevice::Dispatch(Message& message, Reply* reply) {
 
 absl::Status VhostUserDevice::SetFeatures(uint64_t features) {
   if (features & ~kFeatures) {
-    return Invalid(absl::StrFormat("features 0x%x were not offered", features & ~kFeatures));
+    return Invalid(fmt::format("features 0x{:x} were not offered", features & ~kFeatures));
   }
   // Rings pick up EVENT_IDX/INDIRECT_DESC when they start; restart any that run.
   for (uint32_t i = 0; i < vrings_.size(); ++i) StopRing(i);
@@ -236,18 +236,16 @@ absl::Status VhostUserDevice::SetMemTable(Message& message) {
   uint32_t count;
   memcpy(&count, message.payload, sizeof(count));
   if (count == 0 || count > vhost::kMaxMemoryRegions) {
-    return Invalid(
-        absl::StrFormat("%d regions, expected 1 to %d", count, vhost::kMaxMemoryRegions));
+    return Invalid(fmt::format("{} regions, expected 1 to {}", count, vhost::kMaxMemoryRegions));
   }
   // QEMU sends the full table; a shorter payload that still covers every region is accepted.
   size_t needed = 2 * sizeof(uint32_t) + count * sizeof(vhost::MemoryRegion);
   if (message.header.size < needed) {
     return Invalid(
-        absl::StrFormat("payload of %d bytes cannot hold %d regions", message.header.size, count));
+        fmt::format("payload of {} bytes cannot hold {} regions", +message.header.size, count));
   }
   if (message.fds.size() != count) {
-    return Invalid(
-        absl::StrFormat("%d regions but %d file descriptors", count, message.fds.size()));
+    return Invalid(fmt::format("{} regions but {} file descriptors", count, message.fds.size()));
   }
   std::vector<GuestMemoryRegionSpec> specs(count);
   std::vector<int> fds(count);
@@ -268,8 +266,8 @@ absl::Status VhostUserDevice::SetMemTable(Message& message) {
     for (uint32_t i = 0; i < vrings_.size(); ++i) StopRing(i);
     memory_ = std::move(previous);
     StartReadyRings().IgnoreError();  // the rings that ran before the message run again
-    return absl::Status(started.code(), absl::StrFormat("refused, the previous table stays: %s",
-                                                        started.message()));
+    return absl::Status(started.code(), fmt::format("refused, the previous table stays: {}",
+                                                    std::string(started.message())));
   }
   static log::RateLimit mapped_limit;
   log::Limited(mapped_limit, log::Level::kInfo, "{}: guest memory mapped ({} regions)", name_,
@@ -289,8 +287,7 @@ template <typename T>
 absl::StatusOr<T> VhostUserDevice::RingPayload(const Message& message) const {
   const T* payload = message.PayloadAs<T>();
   if (payload == nullptr) {
-    return Invalid(
-        absl::StrFormat("payload is %d bytes, expected %d", message.header.size, sizeof(T)));
+    return Invalid(fmt::format("payload is {} bytes, expected {}", message.header.size, sizeof(T)));
   }
   if (absl::Status s = CheckIndex(payload->index); !s.ok()) return s;
   return *payload;
@@ -298,7 +295,7 @@ absl::StatusOr<T> VhostUserDevice::RingPayload(const Message& message) const {
 
 absl::Status VhostUserDevice::CheckIndex(uint32_t index) const {
   if (index >= vrings_.size()) {
-    return Invalid(absl::StrFormat("vring index %d, the device has %d", index, vrings_.size()));
+    return Invalid(fmt::format("vring index {}, the device has {}", index, vrings_.size()));
   }
   return absl::OkStatus();
 }
@@ -306,19 +303,19 @@ absl::Status VhostUserDevice::CheckIndex(uint32_t index) const {
 absl::Status VhostUserDevice::SetVringFd(Message& message) {
   const uint32_t request = message.header.request;
   if (message.header.size != sizeof(uint64_t)) {
-    return Invalid(absl::StrFormat("payload is %d bytes, expected 8", message.header.size));
+    return Invalid(fmt::format("payload is {} bytes, expected 8", +message.header.size));
   }
   uint64_t value;
   memcpy(&value, message.payload, sizeof(value));
   if (value & ~(vhost::kVringIndexMask | vhost::kVringNoFd)) {
-    return Invalid(absl::StrFormat("unknown bits in 0x%x", value));
+    return Invalid(fmt::format("unknown bits in 0x{:x}", value));
   }
   uint32_t index = static_cast<uint32_t>(value & vhost::kVringIndexMask);
   if (absl::Status s = CheckIndex(index); !s.ok()) return s;
   bool no_fd = (value & vhost::kVringNoFd) != 0;
   if (message.fds.size() != (no_fd ? 0u : 1u)) {
     return Invalid(
-        absl::StrFormat("%d file descriptors, expected %d", message.fds.size(), no_fd ? 0 : 1));
+        fmt::format("{} file descriptors, expected {}", message.fds.size(), no_fd ? 0 : 1));
   }
   if (request == vhost::kSetVringKick && no_fd) {
     return absl::UnimplementedError("polling a ring without a kick fd is not supported");
@@ -329,7 +326,7 @@ absl::Status VhostUserDevice::SetVringFd(Message& message) {
     // Never block a queue thread on a kick read or a call write.
     int flags = fcntl(fd.get(), F_GETFL);
     if (flags < 0 || fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
-      return Invalid(absl::StrFormat("fd for vring %d: fcntl: %s", index, strerror(errno)));
+      return Invalid(fmt::format("fd for vring {}: fcntl: {}", index, strerror(errno)));
     }
   }
   // Reconfigure() stops the ring first: its thread lets go of the old fd before it is closed.
@@ -377,4 +374,4 @@ absl::Status VhostUserDevice::StartRingIfReady(uint32_t index) {
   return queues_[index]->Start(run);
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

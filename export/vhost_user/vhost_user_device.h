@@ -20,7 +20,7 @@
 #include "export/vhost_user/vring_queue.h"
 #include "util/unique_fd.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 class VhostUserDevice {
  public:
@@ -90,4 +90,4 @@ class VhostUserDevice {
   std::vector<Vring> vrings_;
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

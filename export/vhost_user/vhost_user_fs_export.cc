@@ -1,6 +1,6 @@
 #include "export/vhost_user/vhost_user_fs_export.h"
 
-#include <absl/strings/str_format.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,7 +15,7 @@
 #include "util/rate_limit.h"
 #include "util/status.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 bool Readable(int fd) {
@@ -196,4 +196,4 @@ std::vector<fuse::QueueStatsSnapshot> VhostUserFsExport::Stats() const {
   return stats;
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

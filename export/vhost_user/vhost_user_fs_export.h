@@ -22,7 +22,7 @@
 #include "util/unique_fd.h"
 #include "util/unix_socket_listener.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 class VhostUserFsExport final : public Export {
  public:
@@ -69,4 +69,4 @@ class VhostUserFsExport final : public Export {
   bool stopped_ = false;
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

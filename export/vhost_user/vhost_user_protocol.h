@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace bexd::exp::vhost {
+namespace bexd::exports::vhost {
 
 enum Request : uint32_t {
   kGetFeatures = 1,
@@ -88,4 +88,4 @@ inline constexpr uint32_t kMaxPayload = sizeof(Memory);
 // Most file descriptors one message may carry.
 inline constexpr int kMaxFds = kMaxMemoryRegions;
 
-}  // namespace bexd::exp::vhost
+}  // namespace bexd::exports::vhost

@@ -3,7 +3,7 @@
 #include <atomic>
 #include <cstring>
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 // Offsets within the split ring parts (virtio 1.x, 2.7).
@@ -187,4 +187,4 @@ void Virtqueue::DisableKick() {
   if (!event_idx_) StoreRelaxed16(used_, vring::kUsedNoNotify);
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -13,7 +13,7 @@
 
 #include "export/vhost_user/guest_memory.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 // Split ring flags (virtio 1.x, 2.7). <linux/virtio_ring.h> does not compile as C++.
 namespace vring {
@@ -106,4 +106,4 @@ class Virtqueue {
   const char* broken_ = nullptr;  // a static string
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -11,7 +11,7 @@
 #include "util/log.h"
 #include "util/rate_limit.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 // Iovecs one slot holds. A chain needs one per descriptor plus one per region boundary its
@@ -147,4 +147,4 @@ void VringQueue::OnEvent(uint64_t tag, uint32_t events) {
   }
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -20,7 +20,7 @@
 #include "fuse/queue_stats.h"
 #include "fuse/session.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 // What one run of a ring needs. The fds and the memory are borrowed: they stay valid until Stop()
 // has returned.
@@ -80,4 +80,4 @@ class VringQueue final : public QueueTransport {
   std::unique_ptr<QueueThread> thread_;   // last: joined before the transport state goes
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -20,7 +20,7 @@
 #include "export/options.h"
 #include "tests/support/scratch_dir.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 
 using bexd::testing::ScratchDir;
 
@@ -108,4 +108,4 @@ class FuseExportTest : public ::testing::Test {
   Watchdog watchdog_;
 };
 
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

@@ -14,7 +14,7 @@
 #include "tests/export/export_fixture.h"
 #include "util/unique_fd.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 class DeadMountTest : public FuseExportTest {
@@ -96,4 +96,4 @@ TEST_F(DeadMountTest, BexdMountThatDoesNotAnswerStaysRefused) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

@@ -21,7 +21,7 @@
 #include "tests/support/failing_disk.h"
 #include "tests/support/loop_device.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 constexpr uint64_t kDiskBytes = 16 << 20;
@@ -174,4 +174,4 @@ TEST_F(FailedWritebackTest, SecondWritersFsyncFailsAfterTheFirstOnesFailed) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

@@ -18,7 +18,7 @@
 #include "tests/support/unix_sockets.h"
 #include "util/unix_socket_listener.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 using bexd::testing::InodeAt;
@@ -136,4 +136,4 @@ TEST_F(UnixSocketListenerTest, RefusesPathsThatCannotBeBound) {
 }
 
 }  // namespace
-}  // namespace bexd::exp
+}  // namespace bexd::exports

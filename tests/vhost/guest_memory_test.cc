@@ -18,7 +18,7 @@
 #include "tests/support/loop_device.h"
 #include "tests/support/scratch_dir.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 constexpr uint64_t kFrontendBase = 0x7f0000000000;
@@ -132,4 +132,4 @@ TEST(GuestMemoryTest, SecondRegionIsCheckedAndNothingStaysMapped) {
 }
 
 }  // namespace
-}  // namespace bexd::exp
+}  // namespace bexd::exports

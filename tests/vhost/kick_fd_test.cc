@@ -15,7 +15,7 @@
 namespace bexd::test::vhost {
 namespace {
 
-namespace proto = exp::vhost;
+namespace proto = exports::vhost;
 
 // How the frontend's end of the kick fd goes away.
 enum class HangUp { kPipeWriterClosed, kSocketPeerClosed, kSocketPeerShutsDownWriting };

@@ -12,7 +12,7 @@
 namespace bexd::test::vhost {
 namespace {
 
-namespace vring = exp::vring;
+namespace vring = exports::vring;
 using RawDesc = Frontend::RawDesc;
 
 // Descriptor indices the frontend's request slots do not use while one request at a time runs.

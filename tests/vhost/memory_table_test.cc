@@ -18,7 +18,7 @@
 namespace bexd::test::vhost {
 namespace {
 
-namespace proto = exp::vhost;
+namespace proto = exports::vhost;
 
 class MemoryTableTest : public VhostExportTest {
  protected:

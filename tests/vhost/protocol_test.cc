@@ -15,7 +15,7 @@
 namespace bexd::test::vhost {
 namespace {
 
-namespace proto = exp::vhost;
+namespace proto = exports::vhost;
 
 // Whether the backend closed the connection (reads EOF within the frontend's timeout).
 bool ClosedByBackend(Frontend& frontend) {

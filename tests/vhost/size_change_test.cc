@@ -44,7 +44,8 @@ class VhostSizeChangeTest : public VhostExportTest {
     ASSERT_TRUE(keyval.ok()) << keyval.status();
     absl::StatusOr<cli::ExportSpec> spec = cli::ParseExportOptions(*keyval, cli::Syntax::kKeyval);
     ASSERT_TRUE(spec.ok()) << spec.status();
-    absl::StatusOr<std::unique_ptr<exp::Export>> started = exp::StartExport(spec->options, *node);
+    absl::StatusOr<std::unique_ptr<exports::Export>> started =
+        exports::StartExport(spec->options, *node);
     ASSERT_TRUE(started.ok()) << started.status();
     export_ = std::move(*started);
   }
