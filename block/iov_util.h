@@ -16,8 +16,6 @@ class IovCursor {
   void CopyOut(void* dst, size_t n);
   // Copies n bytes from src into the iovec at the cursor and advances.
   void CopyIn(const void* src, size_t n);
-  // Zeroes n bytes at the cursor and advances.
-  void Zero(size_t n);
 
  private:
   template <typename Fn>

@@ -5,8 +5,23 @@ from dataclasses import dataclass
 RW_KINDS = ("read", "write", "randread", "randwrite")
 ENGINES = ("aio", "sync")
 NUMJOBS = (1, 4)
-DRIVERS = ("null", "file")
-SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost")
+# file: the image with O_DIRECT on the host; pagecache: the same image through the host page cache
+# (bexd and QSD cache.direct=off, virtiofsd without allow_direct_io). pagecache runs on request.
+DRIVERS = ("null", "file", "pagecache")
+DEFAULT_DRIVERS = ("null", "file")
+SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost", "virtiofsd", "guest-bexd",
+           "guest-virtiofsd")
+# The guest systems (fio in a QEMU guest under TCG) are slow; they run on request.
+DEFAULT_SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost", "virtiofsd")
+# Thread pool sizes of the virtiofsd targets (--thread-pool-size; 0 = the queue thread itself).
+VIRTIOFSD_POOLS = (0, 1, 64)
+# Systems driven by vhost_bench instead of fio: bexd's vhost-user-fs export and QEMU's virtiofsd.
+VHOST_SYSTEMS = ("vhost", "virtiofsd")
+# The same two backends under a real guest: fio runs in the guest on its virtio-fs mount.
+GUEST_SYSTEMS = ("guest-bexd", "guest-virtiofsd")
+# What serves each vhost-user-fs system: bexd's export or virtiofsd.
+BACKEND = {"vhost": "bexd", "guest-bexd": "bexd", "virtiofsd": "virtiofsd",
+           "guest-virtiofsd": "virtiofsd"}
 
 
 @dataclass(frozen=True)
@@ -27,19 +42,22 @@ class Workload:
 @dataclass(frozen=True)
 class Target:
     system: str  # one of SYSTEMS; vhost is bexd's vhost-user-fs export driven by vhost_bench
-    driver: str  # null or file; the limit responder counts as null (it serves zeroes)
+    driver: str  # one of DRIVERS; the limit responder counts as null (it serves zeroes)
     queues: int  # FUSE queues (vhost: request rings); 1 for systems without multi-queue FUSE
-    # bexd and vhost only: served by the baseline build (--baseline REV) instead of this tree's,
-    # to compare two versions of bexd in one run.
+    # bexd, vhost and guest-bexd only: served by the baseline build (--baseline REV) instead of
+    # this tree's, to compare two versions of bexd in one run.
     baseline: bool = False
+    threads: int = 0  # virtiofsd only: its --thread-pool-size
 
     @property
     def name(self):
         if self.system == "limit":
             return f"limit-q{self.queues}"
-        if self.system in ("bexd", "vhost"):
+        if self.system in ("bexd", "vhost", "guest-bexd"):
             prefix = "base-" if self.baseline else ""
             return f"{prefix}{self.system}-{self.driver}-q{self.queues}"
+        if self.system in ("virtiofsd", "guest-virtiofsd"):
+            return f"{self.system}-{self.driver}-t{self.threads}"
         return f"{self.system}-{self.driver}"
 
     @property
@@ -55,7 +73,7 @@ class Target:
     def runs(self, workload):
         """Whether `workload` applies: vhost_bench drives each ring from one thread, so it has no
         numjobs; its aio cells keep 16 requests in flight per ring, its sync cells one."""
-        return self.system != "vhost" or workload.numjobs == 1
+        return self.system not in VHOST_SYSTEMS or workload.numjobs == 1
 
 
 def all_workloads():
@@ -72,9 +90,11 @@ def parse_workload(name):
     return Workload(parts[0], parts[1], int(parts[2][1:]))
 
 
-def targets(systems, drivers, queue_counts, baseline=False):
+def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRTIOFSD_POOLS):
     """All targets for the chosen systems, drivers and queue counts, in a stable order; with
-    `baseline`, every bexd and vhost target is followed by its baseline twin."""
+    `baseline`, every bexd, vhost and guest-bexd target is followed by its baseline twin. virtiofsd (one
+    request queue) serves the file drivers only, once per thread pool size; so does its guest
+    twin."""
     result = []
     for driver in drivers:
         if "limit" in systems and driver == "null":
@@ -88,4 +108,12 @@ def targets(systems, drivers, queue_counts, baseline=False):
                 result += [Target(system, driver, q) for q in queue_counts]
                 if baseline:
                     result += [Target(system, driver, q, baseline=True) for q in queue_counts]
+        if "virtiofsd" in systems and driver != "null":
+            result += [Target("virtiofsd", driver, 1, threads=t) for t in virtiofsd_pools]
+        if "guest-bexd" in systems:
+            result += [Target("guest-bexd", driver, q) for q in queue_counts]
+            if baseline:
+                result += [Target("guest-bexd", driver, q, baseline=True) for q in queue_counts]
+        if "guest-virtiofsd" in systems and driver != "null":
+            result += [Target("guest-virtiofsd", driver, 1, threads=t) for t in virtiofsd_pools]
     return result
