@@ -25,7 +25,7 @@ struct ImageBackingFile {
 // The qcow2 driver (block/qcow2/) plugs into bexd here and nowhere else. When it lands, these
 // two functions call it:
 //   OpenQcow2Node:    its open function, given the open `file` child, the open `backing` child
-//                     (nullptr: none) and the Qcow2Options parsed by cli/blockdev_schema.cc;
+//                     (nullptr: none) and the Qcow2Options parsed by cli/config/blockdev_schema.cc;
 //                     it returns the node (errors name the node).
 //   Qcow2BackingFile: its helper that reads the header of the image on `file` and returns the
 //                     backing file name resolved against file->filename()'s directory, and

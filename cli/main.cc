@@ -13,31 +13,33 @@
 #include <vector>
 
 #include "block/rbd/secret_store.h"
-#include "cli/command_line.h"
-#include "cli/daemon.h"
-#include "cli/daemonize.h"
-#include "cli/demo.h"
-#include "cli/event_loop.h"
-#include "cli/pidfile.h"
-#include "cli/qmp_commands.h"
-#include "cli/qmp_server.h"
-#include "cli/sd_notify.h"
+#include "cli/config/command_line.h"
+#include "cli/daemon/daemon.h"
+#include "cli/daemon/daemonize.h"
+#include "cli/daemon/demo.h"
+#include "cli/daemon/event_loop.h"
+#include "cli/daemon/pidfile.h"
+#include "cli/daemon/qmp_commands.h"
+#include "cli/daemon/qmp_server.h"
+#include "cli/daemon/sd_notify.h"
 #include "util/log.h"
+#include "util/status.h"
+#include "util/unique_fd.h"
 
 namespace bexd::cli {
 namespace {
 
 // Blocks the stop signals in this thread and so in every thread it starts later, and returns a
 // signalfd that reports them to the event loop.
-absl::StatusOr<int> StopSignalFd() {
+absl::StatusOr<util::UniqueFd> StopSignalFd() {
   sigset_t signals;
   sigemptyset(&signals);
   for (int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&signals, signal);
   if (::pthread_sigmask(SIG_BLOCK, &signals, nullptr) != 0) {
     return absl::InternalError("cannot block SIGINT/SIGTERM/SIGHUP");
   }
-  int fd = ::signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (fd < 0) return absl::InternalError(fmt::format("signalfd: {}", std::strerror(errno)));
+  util::UniqueFd fd(::signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!fd) return util::ErrnoStatus(errno, "signalfd");
   return fd;
 }
 
@@ -49,7 +51,7 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
     return 1;
   };
   ::signal(SIGPIPE, SIG_IGN);
-  absl::StatusOr<int> signal_fd = StopSignalFd();
+  absl::StatusOr<util::UniqueFd> signal_fd = StopSignalFd();
   if (!signal_fd.ok()) return fail(signal_fd.status());
 
   std::unique_ptr<Pidfile> pidfile;
@@ -104,9 +106,9 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
   }
 
   bool stop = false;
-  status = loop.Add(*signal_fd, EPOLLIN, [&](uint32_t) {
+  status = loop.Add(signal_fd->get(), EPOLLIN, [&](uint32_t) {
     signalfd_siginfo info;
-    while (::read(*signal_fd, &info, sizeof(info)) == sizeof(info)) {
+    while (::read(signal_fd->get(), &info, sizeof(info)) == sizeof(info)) {
       log::Info("received SIG{}; shutting down", ::sigabbrev_np(info.ssi_signo));
       stop = true;
     }
@@ -133,8 +135,7 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
   NotifyServiceManager("STOPPING=1");
   server.FlushAll();
   daemon.StopAllExports();
-  loop.Remove(*signal_fd);
-  ::close(*signal_fd);
+  loop.Remove(signal_fd->get());
   return status.ok() ? 0 : 1;
 }
 

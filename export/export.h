@@ -13,7 +13,7 @@
 #include "block/block_node.h"
 #include "fuse/queue_stats.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 class Export {
  public:
@@ -40,8 +40,16 @@ class Export {
   const std::string& ended_reason() const { return ended_reason_; }
 
  protected:
-  Export(std::string id, std::shared_ptr<block::BlockNode> node, EndedFn on_ended = nullptr)
-      : id_(std::move(id)), node_(std::move(node)), on_ended_(std::move(on_ended)) {}
+  Export(std::string id, bool writable, std::shared_ptr<block::BlockNode> node,
+         EndedFn on_ended = nullptr)
+      : id_(std::move(id)),
+        writable_(writable),
+        node_(std::move(node)),
+        on_ended_(std::move(on_ended)) {}
+
+  // For the transport's stop, once every reply has been sent and before the transport goes: makes
+  // what a writable export wrote durable; a failure is logged (nobody is left to answer).
+  void FlushAfterLastReply();
 
   // For the transport, once, after it released everything its end made useless.
   void ReportEnded(std::string reason) {
@@ -52,10 +60,11 @@ class Export {
 
  private:
   std::string id_;
+  bool writable_;
   std::shared_ptr<block::BlockNode> node_;
   EndedFn on_ended_;
   std::string ended_reason_;  // written once, before `ended_` is set
   std::atomic<bool> ended_{false};
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -11,7 +11,7 @@
 
 #include "util/log.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 struct FlushResult {
@@ -67,4 +67,4 @@ absl::Status FlushNode(block::BlockNode& node) {
   return absl::OkStatus();
 }
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -5,10 +5,10 @@
 
 #include "block/block_node.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 // Sends one kFlush through a queue of its own and waits for it. Used when an export stops, after
 // its queue threads have completed their last writes.
 absl::Status FlushNode(block::BlockNode& node);
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

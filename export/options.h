@@ -6,7 +6,7 @@
 #include <variant>
 #include <vector>
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 enum class AllowOther { kOff, kOn, kAuto };
 
@@ -36,4 +36,4 @@ struct ExportOptions {
   std::variant<FuseExportOptions, VhostUserFsExportOptions> transport;
 };
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

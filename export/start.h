@@ -1,3 +1,7 @@
+// Starting an export: the set-up every transport shares, in one place (as QEMU's blk_exp_add):
+// the id and node checks, the queue-cpus check, the request core's session built from the
+// common options, and errors prefixed with the export id. Each transport then only mounts or
+// listens and starts its queue threads.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -8,7 +12,7 @@
 #include "export/export.h"
 #include "export/options.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 
 // Creates and starts the export the options describe, serving `node`; returns once it serves
 // requests (FUSE: mounted; vhost-user-fs: listening). Errors name the export id and the reason.
@@ -18,4 +22,4 @@ absl::StatusOr<std::unique_ptr<Export>> StartExport(const ExportOptions& options
                                                     std::shared_ptr<block::BlockNode> node,
                                                     Export::EndedFn on_ended = nullptr);
 
-}  // namespace bexd::exp
+}  // namespace bexd::exports

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "block/null_node.h"
-#include "export/guest_memory.h"
-#include "export/virtqueue.h"
+#include "export/vhost_user/guest_memory.h"
+#include "export/vhost_user/virtqueue.h"
 #include "fuse/queue.h"
 #include "fuse/request.h"
 #include "fuse/session.h"
@@ -25,9 +25,9 @@
 
 namespace {
 
-using bexd::exp::Chain;
-using bexd::exp::GuestMemory;
-using bexd::exp::Virtqueue;
+using bexd::exports::Chain;
+using bexd::exports::GuestMemory;
+using bexd::exports::Virtqueue;
 
 constexpr uint64_t kFrontendBase = 0x7f0000000000;
 constexpr uint64_t kAvailGpa = 0x0, kDescGpa = 0x400, kUsedGpa = 0x1400;
@@ -136,7 +136,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (Slot& slot : harness->slots) slot.request.transport = &slot;
   Initialize(queue, harness->slots[0]);
 
-  bexd::exp::VirtqueueLayout layout;
+  bexd::exports::VirtqueueLayout layout;
   layout.size = queue_size;
   layout.desc_addr = kFrontendBase + kDescGpa;
   layout.avail_addr = kFrontendBase + kAvailGpa;

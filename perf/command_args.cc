@@ -2,8 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
-#include <limits>
+#include "util/size.h"
 
 namespace bexd::perf {
 
@@ -28,36 +27,19 @@ absl::StatusOr<CommandOption> NextOption(std::span<char* const> args, size_t* i)
 
 absl::StatusOr<uint64_t> ParseNumber(std::string_view name, std::string_view text, uint64_t min,
                                      uint64_t max) {
-  uint64_t value = 0;
-  const char* end = text.data() + text.size();
-  auto [next, error] = std::from_chars(text.data(), end, value);
-  if (error != std::errc() || next == text.data()) {
-    return absl::InvalidArgumentError(fmt::format("--{}: '{}' is not a number", name, text));
+  absl::StatusOr<uint64_t> value = util::ParseSize(text);
+  if (!value.ok()) {
+    return absl::InvalidArgumentError(
+        fmt::format("--{}: {}", name, std::string(value.status().message())));
   }
-  int shift = 0;
-  if (next != end) {
-    const std::string_view suffix(next, end - next);
-    if (suffix == "K" || suffix == "k") {
-      shift = 10;
-    } else if (suffix == "M") {
-      shift = 20;
-    } else if (suffix == "G") {
-      shift = 30;
-    } else if (suffix == "T") {
-      shift = 40;
-    } else {
-      return absl::InvalidArgumentError(
-          fmt::format("--{}: unknown suffix '{}' (use K, M, G or T)", name, suffix));
-    }
-  }
-  if (value > (std::numeric_limits<uint64_t>::max() >> shift) || (value << shift) > max) {
+  if (*value > max) {
     return absl::InvalidArgumentError(
         fmt::format("--{}: '{}' is larger than the maximum {}", name, text, max));
   }
-  if ((value << shift) < min) {
+  if (*value < min) {
     return absl::InvalidArgumentError(fmt::format("--{} must be at least {}", name, min));
   }
-  return value << shift;
+  return *value;
 }
 
 }  // namespace bexd::perf

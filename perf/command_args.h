@@ -20,7 +20,7 @@ struct CommandOption {
 // advancing *i past what it used.
 absl::StatusOr<CommandOption> NextOption(std::span<char* const> args, size_t* i);
 
-// An unsigned integer with an optional binary suffix (K, M, G, T), from `min` to `max`; `name` is
+// An unsigned integer with an optional binary suffix (util/size.h), from `min` to `max`; `name` is
 // the option it came from, for the error message.
 absl::StatusOr<uint64_t> ParseNumber(std::string_view name, std::string_view text, uint64_t min,
                                      uint64_t max);

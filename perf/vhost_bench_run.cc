@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "tests/vhost/frontend.h"
+#include "vhost_frontend/frontend.h"
 
 namespace bexd::perf {
 namespace {

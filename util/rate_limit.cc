@@ -2,19 +2,12 @@
 
 #include <string>
 
+#include "util/clock.h"
+
 namespace bexd::log {
-namespace {
-
-int64_t MonotonicNanoseconds() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 bool RateLimit::Admit(uint64_t* suppressed) {
-  const int64_t now = MonotonicNanoseconds();
+  const int64_t now = static_cast<int64_t>(util::MonotonicNs());
   int64_t start = window_start_ns_.load(std::memory_order_relaxed);
   if (start == INT64_MIN || now - start >= interval_ns_) {
     // The first thread to see the window expire opens the next one; the others count into it.

@@ -3,10 +3,10 @@
 // inline children inherit what QEMU's children inherit.
 #include <gtest/gtest.h>
 
-#include "cli/blockdev_schema.h"
-#include "cli/daemon_config.h"
-#include "cli/json_text.h"
-#include "cli/keyval.h"
+#include "cli/config/blockdev_schema.h"
+#include "cli/config/daemon_config.h"
+#include "cli/config/json_text.h"
+#include "cli/config/keyval.h"
 
 namespace bexd::cli {
 namespace {

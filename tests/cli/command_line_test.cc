@@ -1,6 +1,6 @@
 // ParseCommandLine and config files: everything is checked before anything starts, and errors
 // name the option (command line) or the JSON path (config file).
-#include "cli/command_line.h"
+#include "cli/config/command_line.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -83,7 +83,8 @@ TEST_F(CommandLineTest, JsonArguments) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_TRUE(std::get<block::FileOptions>(result->config.blockdevs[0].driver).cache_direct);
   EXPECT_EQ(
-      std::get<exp::FuseExportOptions>(result->config.exports[0].options.transport).num_queues, 2u);
+      std::get<exports::FuseExportOptions>(result->config.exports[0].options.transport).num_queues,
+      2u);
 }
 
 TEST_F(CommandLineTest, NoArgumentsMeansDemo) {

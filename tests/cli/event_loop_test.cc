@@ -1,6 +1,6 @@
 // Tasks posted to the main loop from other threads run on the loop's thread, in order, and a task
 // may post again.
-#include "cli/event_loop.h"
+#include "cli/daemon/event_loop.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
-#include "cli/json_stream.h"
+#include "cli/config/json_stream.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <vector>
 
-#include "cli/json_text.h"
+#include "cli/config/json_text.h"
 
 namespace bexd::cli {
 namespace {

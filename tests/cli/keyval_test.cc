@@ -1,4 +1,4 @@
-#include "cli/keyval.h"
+#include "cli/config/keyval.h"
 
 #include <gtest/gtest.h>
 

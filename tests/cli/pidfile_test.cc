@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/pidfile.h"
+#include "cli/daemon/pidfile.h"
 #include "tests/cli/bexd_process.h"
 
 namespace bexd::cli {

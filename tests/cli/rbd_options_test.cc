@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli/blockdev_schema.h"
-#include "cli/daemon_config.h"
-#include "cli/json_text.h"
-#include "cli/keyval.h"
-#include "cli/secret_object.h"
+#include "cli/config/blockdev_schema.h"
+#include "cli/config/daemon_config.h"
+#include "cli/config/json_text.h"
+#include "cli/config/keyval.h"
+#include "cli/config/secret_object.h"
 #include "tests/cli/bexd_process.h"
 
 namespace bexd::cli {

@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli/blockdev_schema.h"
-#include "cli/control_schema.h"
-#include "cli/export_schema.h"
-#include "cli/json_text.h"
-#include "cli/keyval.h"
+#include "cli/config/blockdev_schema.h"
+#include "cli/config/control_schema.h"
+#include "cli/config/export_schema.h"
+#include "cli/config/json_text.h"
+#include "cli/config/keyval.h"
 #include "tests/cli/bexd_process.h"
 
 namespace bexd::cli {
@@ -255,9 +255,9 @@ TEST_F(SchemaTest, FuseExportFromKeyvalAsQsdWritesIt) {
   EXPECT_TRUE(spec->options.writable);
   EXPECT_TRUE(spec->options.writethrough);
   EXPECT_EQ(spec->iothreads, std::vector<std::string>{"t0"});
-  const auto& fuse = std::get<exp::FuseExportOptions>(spec->options.transport);
+  const auto& fuse = std::get<exports::FuseExportOptions>(spec->options.transport);
   EXPECT_EQ(fuse.mountpoint, mountpoint_);
-  EXPECT_EQ(fuse.allow_other, exp::AllowOther::kOff);
+  EXPECT_EQ(fuse.allow_other, exports::AllowOther::kOff);
   EXPECT_FALSE(fuse.growable);
   EXPECT_EQ(fuse.num_queues, 0u);
 }
@@ -268,7 +268,7 @@ TEST_F(SchemaTest, IothreadListSetsQueueCount) {
              "type"),
       Syntax::kKeyval);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(std::get<exp::FuseExportOptions>(spec->options.transport).num_queues, 2u);
+  EXPECT_EQ(std::get<exports::FuseExportOptions>(spec->options.transport).num_queues, 2u);
   EXPECT_EQ(ExportError(Keyval("type=fuse,id=e,node-name=d,mountpoint=" + mountpoint_ +
                                ",iothread.0=a,iothread.1=b,num-queues=3"),
                         Syntax::kKeyval),
@@ -309,7 +309,7 @@ TEST_F(SchemaTest, QueueCpusTakeACpuList) {
       Keyval("type=fuse,id=e,node-name=d,mountpoint=" + mountpoint_ + ",queue-cpus=2-3,,0"),
       Syntax::kKeyval);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(std::get<exp::FuseExportOptions>(spec->options.transport).queue_cpus,
+  EXPECT_EQ(std::get<exports::FuseExportOptions>(spec->options.transport).queue_cpus,
             (std::vector<int>{0, 2, 3}));
   json object = {{"type", "vhost-user-fs"},
                  {"id", "v"},
@@ -319,7 +319,7 @@ TEST_F(SchemaTest, QueueCpusTakeACpuList) {
                  {"queue-cpus", "1"}};
   spec = ParseExportOptions(object, Syntax::kJson);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(std::get<exp::VhostUserFsExportOptions>(spec->options.transport).queue_cpus,
+  EXPECT_EQ(std::get<exports::VhostUserFsExportOptions>(spec->options.transport).queue_cpus,
             std::vector<int>{1});
   EXPECT_EQ(
       ExportError(Keyval("type=fuse,id=e,node-name=d,mountpoint=" + mountpoint_ + ",queue-cpus=1-"),
@@ -335,7 +335,7 @@ TEST(ExportSchemaTest, VhostUserFs) {
              "tag=share,writable=on,num-request-queues=2"),
       Syntax::kKeyval);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const auto& vhost = std::get<exp::VhostUserFsExportOptions>(spec->options.transport);
+  const auto& vhost = std::get<exports::VhostUserFsExportOptions>(spec->options.transport);
   EXPECT_EQ(vhost.socket_path, "/run/v.sock");
   EXPECT_EQ(vhost.tag, "share");
   EXPECT_EQ(vhost.file_name, "disk0");

@@ -18,12 +18,12 @@
 #include <iterator>
 
 #include "block/open.h"
-#include "export/fuse_mountpoint.h"
+#include "export/fuse_dev/fuse_mountpoint.h"
 #include "export/start.h"
 
 extern char** environ;
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 uint8_t PatternByte(uint64_t offset, uint32_t seed) {
   uint64_t x = (offset / 8) * 0x9E3779B97F4A7C15ull ^ (uint64_t{seed} << 32 | seed);
   x ^= x >> 29;
@@ -218,4 +218,4 @@ std::string FuseExportTest::MakeMountpoint(const std::string& name) {
   return path;
 }
 
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

@@ -21,7 +21,7 @@
 #include "tests/support/run_command.h"
 #include "tests/support/scratch_dir.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 
 using bexd::testing::RunCommand;
 using bexd::testing::ScratchDir;
@@ -116,4 +116,4 @@ class FuseExportTest : public ::testing::Test {
   Watchdog watchdog_;
 };
 
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

@@ -11,10 +11,10 @@
 #include <string>
 
 #include "export/start.h"
-#include "export/unique_fd.h"
 #include "tests/export/export_fixture.h"
+#include "util/unique_fd.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 class DeadMountTest : public FuseExportTest {
@@ -32,8 +32,8 @@ class DeadMountTest : public FuseExportTest {
 // Mounts a FUSE file system of `type` on the regular file `path` over a connection the test
 // holds and never serves. Closing the returned descriptor aborts the connection, as the kernel
 // does when a server is killed.
-UniqueFd MountUnserved(const std::string& path, const std::string& type) {
-  UniqueFd fd(::open("/dev/fuse", O_RDWR | O_CLOEXEC));
+util::UniqueFd MountUnserved(const std::string& path, const std::string& type) {
+  util::UniqueFd fd(::open("/dev/fuse", O_RDWR | O_CLOEXEC));
   EXPECT_TRUE(fd) << std::strerror(errno);
   const std::string options =
       "fd=" + std::to_string(fd.get()) + ",rootmode=100000,user_id=0,group_id=0";
@@ -88,7 +88,7 @@ TEST_F(DeadMountTest, DeadMountOfAnotherFileSystemStaysRefused) {
 // mount counts as alive; starting neither hangs nor detaches it.
 TEST_F(DeadMountTest, BexdMountThatDoesNotAnswerStaysRefused) {
   const std::string mountpoint = MakeMountpoint();
-  UniqueFd connection = MountUnserved(mountpoint, "fuse.bexd");
+  util::UniqueFd connection = MountUnserved(mountpoint, "fuse.bexd");
 
   ExpectRefusedAndStillMounted(mountpoint, "fuse.bexd");
   connection.Reset();
@@ -96,4 +96,4 @@ TEST_F(DeadMountTest, BexdMountThatDoesNotAnswerStaysRefused) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

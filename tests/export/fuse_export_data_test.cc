@@ -12,7 +12,7 @@
 
 #include "tests/export/export_fixture.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
@@ -147,4 +147,4 @@ TEST_F(SizeTest, TruncateThroughTheMountResizesTheBackingFile) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

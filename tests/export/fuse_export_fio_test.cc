@@ -7,7 +7,7 @@
 
 #include "tests/export/export_fixture.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 using FioTest = FuseExportTest;
@@ -44,4 +44,4 @@ TEST_F(FioTest, FourJobsVerifyCrc32cThroughRawOnFourQueues) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

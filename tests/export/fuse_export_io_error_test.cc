@@ -14,14 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "cli/daemon.h"
-#include "cli/qmp_commands.h"
+#include "cli/daemon/daemon.h"
+#include "cli/daemon/qmp_commands.h"
 #include "export/flush_node.h"
 #include "tests/export/export_fixture.h"
 #include "tests/support/failing_disk.h"
 #include "tests/support/loop_device.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 constexpr uint64_t kDiskBytes = 16 << 20;
@@ -174,4 +174,4 @@ TEST_F(FailedWritebackTest, SecondWritersFsyncFailsAfterTheFirstOnesFailed) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

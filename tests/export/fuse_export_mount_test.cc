@@ -11,11 +11,11 @@
 #include <cstring>
 #include <filesystem>
 
-#include "export/fuse_export.h"
+#include "export/fuse_dev/fuse_export.h"
 #include "export/start.h"
 #include "tests/export/export_fixture.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 using MountTest = FuseExportTest;
@@ -39,9 +39,9 @@ TEST_F(MountTest, MountShowsTheNodeAndStopShowsTheFileAgain) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 TEST_F(MountTest, SecondExportOnTheSameMountpointIsRefused) {
@@ -240,4 +240,4 @@ TEST_F(MountTest, InUseWhileAFileIsOpenAndStatsCountRequests) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

@@ -14,7 +14,7 @@
 #include "block/open.h"
 #include "tests/export/export_fixture.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
@@ -77,4 +77,4 @@ INSTANTIATE_TEST_SUITE_P(Discard, PunchHoleTest,
                          });
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

@@ -14,7 +14,7 @@
 #include "block/raw_node.h"
 #include "tests/export/export_fixture.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
@@ -92,4 +92,4 @@ TEST_F(RefusedResizeTest, ReadOnlyFileExportIsErofs) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

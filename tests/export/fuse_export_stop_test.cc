@@ -13,7 +13,7 @@
 
 #include "tests/export/export_fixture.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 constexpr size_t kBlock = 64 << 10;
@@ -139,4 +139,4 @@ TEST_F(StopTest, SigtermUnderLoadStopsTheDaemonCleanly) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

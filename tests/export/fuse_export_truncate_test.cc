@@ -18,7 +18,7 @@
 
 extern char** environ;
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
@@ -205,4 +205,4 @@ TEST_F(ExplicitResizeTest, TruncateResizesAFixedSizeExport) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

@@ -14,7 +14,7 @@
 #include "tests/export/export_fixture.h"
 #include "tests/support/threads.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 class QueueWaitTest : public FuseExportTest {};
@@ -92,4 +92,4 @@ TEST_F(QueueWaitTest, StopEndsQueuesWaitingInTheirRead) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

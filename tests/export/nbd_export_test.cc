@@ -23,7 +23,7 @@
 #include "tests/export/export_fixture.h"
 #include "tests/support/nbd_server.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 using bexd::testing::HaveProgram;
@@ -349,4 +349,4 @@ TEST_F(NbdServerRestartTest, NbdkitKilledWithinTheDelayRequestsWait) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

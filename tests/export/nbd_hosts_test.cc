@@ -18,7 +18,7 @@
 #include "tests/support/nbd_server.h"
 #include "tests/support/net_namespaces.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 using bexd::testing::HaveProgram;
@@ -130,4 +130,4 @@ TEST_F(NbdHostsTest, WhatHostAWritesAndFlushesHostBReads) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "export/queue_cpus.h"
+#include "export/queue/queue_cpus.h"
 #include "export/start.h"
 #include "tests/export/export_fixture.h"
 #include "tests/support/threads.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 using bexd::testing::ForbiddenCpu;
@@ -125,4 +125,4 @@ TEST_F(QueueCpusTest, RefusesACpuOutsideTheAffinityMask) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

@@ -19,7 +19,7 @@
 #include "tests/export/export_fixture.h"
 #include "tests/support/loop_device.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
@@ -185,4 +185,4 @@ TEST_F(RawExportTest, PartitionExportMatchesLosetup) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

@@ -23,7 +23,7 @@
 #include "tests/export/export_fixture.h"
 #include "tests/support/ceph_cluster.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 using bexd::testing::CephCluster;
@@ -322,4 +322,4 @@ TEST_F(RbdOsdFailureTest, OsdKilledAndRestartedUnderLoad) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing

@@ -12,8 +12,8 @@
 namespace bexd::testing {
 namespace {
 
-exp::UniqueFd Bind(const std::string& path) {
-  exp::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+util::UniqueFd Bind(const std::string& path) {
+  util::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un address = UnixAddress(path);
   EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0)
       << path << ": " << std::strerror(errno);
@@ -30,8 +30,8 @@ sockaddr_un UnixAddress(const std::string& path) {
   return address;
 }
 
-exp::UniqueFd ListenOnPath(const std::string& path) {
-  exp::UniqueFd fd = Bind(path);
+util::UniqueFd ListenOnPath(const std::string& path) {
+  util::UniqueFd fd = Bind(path);
   EXPECT_EQ(::listen(fd.get(), 4), 0) << path << ": " << std::strerror(errno);
   return fd;
 }
@@ -39,7 +39,7 @@ exp::UniqueFd ListenOnPath(const std::string& path) {
 void LeaveStaleSocket(const std::string& path) { Bind(path); }
 
 bool SocketAnswers(const std::string& path) {
-  exp::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  util::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un address = UnixAddress(path);
   return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
 }

@@ -7,14 +7,14 @@
 
 #include <string>
 
-#include "export/unique_fd.h"
+#include "util/unique_fd.h"
 
 namespace bexd::testing {
 
 // The address of the unix socket at `path`.
 sockaddr_un UnixAddress(const std::string& path);
 // A stream socket bound to `path` and listening, as another process's server would be.
-exp::UniqueFd ListenOnPath(const std::string& path);
+util::UniqueFd ListenOnPath(const std::string& path);
 // Binds a socket to `path` and closes it: a socket file nobody listens on.
 void LeaveStaleSocket(const std::string& path);
 // Whether a stream connect to `path` succeeds.

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "export/virtqueue.h"
+#include "export/vhost_user/virtqueue.h"
 #include "tests/vhost/export_fixture.h"
 
 extern char** environ;
@@ -71,7 +71,7 @@ TEST_F(DaemonTest, SurvivesHostileGuestAndServesNextFrontend) {
   ASSERT_EQ(LookupImage(*frontend), 2u);
 
   // A descriptor chain that loops, on request queue 1.
-  namespace vring = exp::vring;
+  namespace vring = exports::vring;
   frontend->WriteDesc(1, 100, {frontend->ScratchGpa(), 16, vring::kDescNext, 101});
   frontend->WriteDesc(1, 101, {frontend->ScratchGpa(), 16, vring::kDescNext, 100});
   frontend->PublishHead(1, 100);

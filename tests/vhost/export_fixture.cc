@@ -47,16 +47,16 @@ void VhostExportTest::StartExport(uint32_t request_queues, bool writable) {
   absl::StatusOr<std::shared_ptr<block::BlockNode>> node = block::OpenBlockNode(blockdev);
   ASSERT_TRUE(node.ok()) << node.status();
 
-  exp::ExportOptions options;
+  exports::ExportOptions options;
   options.id = "vfs0";
   options.node_name = "disk0";
   options.writable = writable;
-  exp::VhostUserFsExportOptions vhost;
+  exports::VhostUserFsExportOptions vhost;
   vhost.socket_path = socket_;
   vhost.tag = "images";
   vhost.num_request_queues = request_queues;
   options.transport = vhost;
-  absl::StatusOr<std::unique_ptr<exp::Export>> started = exp::StartExport(options, *node);
+  absl::StatusOr<std::unique_ptr<exports::Export>> started = exports::StartExport(options, *node);
   ASSERT_TRUE(started.ok()) << started.status();
   export_ = std::move(*started);
 }

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "export/export.h"
-#include "tests/vhost/frontend.h"
+#include "vhost_frontend/frontend.h"
 
 namespace bexd::test::vhost {
 
@@ -37,7 +37,7 @@ class VhostExportTest : public ::testing::Test {
   std::string image_;
   std::string socket_;
   std::vector<unsigned char> pattern_;  // the image's initial content
-  std::unique_ptr<exp::Export> export_;
+  std::unique_ptr<exports::Export> export_;
 };
 
 }  // namespace bexd::test::vhost

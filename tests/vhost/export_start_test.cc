@@ -19,23 +19,23 @@ namespace {
 
 class ExportStartTest : public VhostExportTest {
  protected:
-  absl::StatusOr<std::unique_ptr<exp::Export>> Start(const std::string& socket_path,
-                                                     uint32_t queues,
-                                                     std::vector<int> queue_cpus = {}) {
+  absl::StatusOr<std::unique_ptr<exports::Export>> Start(const std::string& socket_path,
+                                                         uint32_t queues,
+                                                         std::vector<int> queue_cpus = {}) {
     block::BlockdevOptions blockdev;
     blockdev.node_name = "disk0";
     blockdev.driver = block::FileOptions{image_};
     absl::StatusOr<std::shared_ptr<block::BlockNode>> node = block::OpenBlockNode(blockdev);
     if (!node.ok()) return node.status();
-    exp::ExportOptions options;
+    exports::ExportOptions options;
     options.id = "vfs0";
     options.node_name = "disk0";
-    exp::VhostUserFsExportOptions vhost;
+    exports::VhostUserFsExportOptions vhost;
     vhost.socket_path = socket_path;
     vhost.num_request_queues = queues;
     vhost.queue_cpus = std::move(queue_cpus);
     options.transport = vhost;
-    return exp::StartExport(options, *node);
+    return exports::StartExport(options, *node);
   }
 };
 
@@ -43,7 +43,7 @@ TEST_F(ExportStartTest, RefusesAPathThatIsNotASocket) {
   int fd = open(socket_.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
   ASSERT_GE(fd, 0);
   close(fd);
-  absl::StatusOr<std::unique_ptr<exp::Export>> started = Start(socket_, 1);
+  absl::StatusOr<std::unique_ptr<exports::Export>> started = Start(socket_, 1);
   ASSERT_FALSE(started.ok());
   EXPECT_NE(started.status().message().find("not a socket"), std::string::npos) << started.status();
   struct stat st;
@@ -66,7 +66,7 @@ TEST_F(ExportStartTest, ReplacesAStaleSocketAndRemovesItOnStop) {
   ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
   close(fd);  // a socket file nobody listens on, as a crashed daemon leaves it
 
-  absl::StatusOr<std::unique_ptr<exp::Export>> started = Start(socket_, 1);
+  absl::StatusOr<std::unique_ptr<exports::Export>> started = Start(socket_, 1);
   ASSERT_TRUE(started.ok()) << started.status();
   EXPECT_EQ((*started)->type(), "vhost-user-fs");
   EXPECT_FALSE((*started)->in_use());
@@ -83,7 +83,7 @@ TEST_F(ExportStartTest, ReplacesAStaleSocketAndRemovesItOnStop) {
 TEST_F(ExportStartTest, PinsRequestQueueThreads) {
   const std::vector<int> cpus = bexd::testing::ProcessCpus();
   ASSERT_FALSE(cpus.empty());
-  absl::StatusOr<std::unique_ptr<exp::Export>> started = Start(socket_, 3, {cpus.back()});
+  absl::StatusOr<std::unique_ptr<exports::Export>> started = Start(socket_, 3, {cpus.back()});
   ASSERT_TRUE(started.ok()) << started.status();
   for (int queue = 1; queue <= 3; ++queue) {
     const std::vector<pid_t> thread =
@@ -102,7 +102,7 @@ TEST_F(ExportStartTest, PinsRequestQueueThreads) {
 
 TEST_F(ExportStartTest, RefusesAQueueCpuOutsideTheAffinityMask) {
   const int forbidden = bexd::testing::ForbiddenCpu();
-  absl::StatusOr<std::unique_ptr<exp::Export>> started = Start(socket_, 1, {forbidden});
+  absl::StatusOr<std::unique_ptr<exports::Export>> started = Start(socket_, 1, {forbidden});
   ASSERT_FALSE(started.ok());
   EXPECT_EQ(started.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(started.status().message().find("queue-cpus: CPU " + std::to_string(forbidden) +

@@ -184,5 +184,20 @@ TEST_F(VhostExportTest, ForgetOnHiprioQueue) {
   EXPECT_EQ(LookupImage(*frontend), 2u);
 }
 
+// The hiprio queue has no IoQueue of its own (no libaio context, no worker threads): a guest that
+// sends READ there gets EIO, while the request queue serves the same READ from the image.
+TEST_F(VhostExportTest, HiprioQueueServesNoBlockIo) {
+  StartExport(1);
+  std::unique_ptr<Frontend> frontend = ConnectAndInit(Options());
+  ASSERT_NE(frontend, nullptr);
+  uint64_t node = LookupImage(*frontend);
+  uint64_t fh = OpenImage(*frontend, node);
+  FuseReply refused = Read(*frontend, 0, node, fh, 0, 4096);
+  EXPECT_EQ(refused.header.error, -EIO);
+  FuseReply served = Read(*frontend, 1, node, fh, 0, 4096);
+  ASSERT_EQ(served.header.error, 0);
+  EXPECT_EQ(served.payload, ReadBacking(0, 4096));
+}
+
 }  // namespace
 }  // namespace bexd::test::vhost

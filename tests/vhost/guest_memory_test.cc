@@ -1,7 +1,7 @@
 // GuestMemory::Map on every kind of fd a frontend can pass: only what has a size (a regular file,
 // a memfd, a block device) is mapped, and only when it backs the whole region, so no access to a
 // mapped region can fault past the end of its backing.
-#include "export/guest_memory.h"
+#include "export/vhost_user/guest_memory.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 #include "tests/support/loop_device.h"
 #include "tests/support/scratch_dir.h"
 
-namespace bexd::exp {
+namespace bexd::exports {
 namespace {
 
 constexpr uint64_t kFrontendBase = 0x7f0000000000;
@@ -132,4 +132,4 @@ TEST(GuestMemoryTest, SecondRegionIsCheckedAndNothingStaysMapped) {
 }
 
 }  // namespace
-}  // namespace bexd::exp
+}  // namespace bexd::exports

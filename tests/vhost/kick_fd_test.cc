@@ -8,14 +8,14 @@
 #include <chrono>
 #include <thread>
 
-#include "export/vhost_user_protocol.h"
+#include "export/vhost_user/vhost_user_protocol.h"
 #include "tests/support/threads.h"
 #include "tests/vhost/export_fixture.h"
 
 namespace bexd::test::vhost {
 namespace {
 
-namespace proto = exp::vhost;
+namespace proto = exports::vhost;
 
 // How the frontend's end of the kick fd goes away.
 enum class HangUp { kPipeWriterClosed, kSocketPeerClosed, kSocketPeerShutsDownWriting };

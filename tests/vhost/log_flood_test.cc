@@ -8,14 +8,14 @@
 #include <sstream>
 #include <string>
 
-#include "export/vhost_user_protocol.h"
-#include "export/virtqueue.h"
+#include "export/vhost_user/vhost_user_protocol.h"
+#include "export/vhost_user/virtqueue.h"
 #include "tests/vhost/export_fixture.h"
 
 namespace bexd::test::vhost {
 namespace {
 
-namespace proto = exp::vhost;
+namespace proto = exports::vhost;
 
 // Lines of `log` that contain `text`.
 int LinesWith(const std::string& log, const std::string& text) {
@@ -59,7 +59,7 @@ TEST_F(LogFloodTest, RefusedMessages) {
 
 TEST_F(LogFloodTest, GuestBreakingTheRingAgainAndAgain) {
   constexpr int kBreaks = 60;
-  namespace vring = exp::vring;
+  namespace vring = exports::vring;
   ::testing::internal::CaptureStderr();
   for (int i = 0; i < kBreaks; ++i) {
     // A descriptor chain that loops; the frontend then restarts the broken ring, as QEMU would

@@ -6,13 +6,13 @@
 #include <cstring>
 #include <functional>
 
-#include "export/virtqueue.h"
+#include "export/vhost_user/virtqueue.h"
 #include "tests/vhost/export_fixture.h"
 
 namespace bexd::test::vhost {
 namespace {
 
-namespace vring = exp::vring;
+namespace vring = exports::vring;
 using RawDesc = Frontend::RawDesc;
 
 // Descriptor indices the frontend's request slots do not use while one request at a time runs.

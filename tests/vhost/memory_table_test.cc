@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "export/vhost_user_protocol.h"
+#include "export/vhost_user/vhost_user_protocol.h"
 #include "tests/support/loop_device.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/vhost/export_fixture.h"
@@ -18,7 +18,7 @@
 namespace bexd::test::vhost {
 namespace {
 
-namespace proto = exp::vhost;
+namespace proto = exports::vhost;
 
 class MemoryTableTest : public VhostExportTest {
  protected:

@@ -9,13 +9,13 @@
 
 #include <cstring>
 
-#include "export/vhost_user_protocol.h"
+#include "export/vhost_user/vhost_user_protocol.h"
 #include "tests/vhost/export_fixture.h"
 
 namespace bexd::test::vhost {
 namespace {
 
-namespace proto = exp::vhost;
+namespace proto = exports::vhost;
 
 // Whether the backend closed the connection (reads EOF within the frontend's timeout).
 bool ClosedByBackend(Frontend& frontend) {

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "block/open.h"
-#include "cli/blockdev_schema.h"
-#include "cli/export_schema.h"
-#include "cli/keyval.h"
+#include "cli/config/blockdev_schema.h"
+#include "cli/config/export_schema.h"
+#include "cli/config/keyval.h"
 #include "export/start.h"
 #include "tests/vhost/export_fixture.h"
 
@@ -44,7 +44,8 @@ class VhostSizeChangeTest : public VhostExportTest {
     ASSERT_TRUE(keyval.ok()) << keyval.status();
     absl::StatusOr<cli::ExportSpec> spec = cli::ParseExportOptions(*keyval, cli::Syntax::kKeyval);
     ASSERT_TRUE(spec.ok()) << spec.status();
-    absl::StatusOr<std::unique_ptr<exp::Export>> started = exp::StartExport(spec->options, *node);
+    absl::StatusOr<std::unique_ptr<exports::Export>> started =
+        exports::StartExport(spec->options, *node);
     ASSERT_TRUE(started.ok()) << started.status();
     export_ = std::move(*started);
   }

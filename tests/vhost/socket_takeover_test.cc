@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "export/unique_fd.h"
 #include "tests/cli/bexd_process.h"
 #include "tests/support/unix_sockets.h"
 #include "tests/vhost/export_fixture.h"
+#include "util/unique_fd.h"
 
 namespace bexd::test::vhost {
 namespace {
@@ -126,8 +126,8 @@ TEST_F(SocketTakeoverTest, StopLeavesSocketsThatReplacedTheDaemonsOwn) {
   StartDaemon();
   ASSERT_EQ(::unlink(socket_.c_str()), 0);
   ASSERT_EQ(::unlink(monitor_.c_str()), 0);
-  exp::UniqueFd export_replacement = ListenOnPath(socket_);
-  exp::UniqueFd monitor_replacement = ListenOnPath(monitor_);
+  util::UniqueFd export_replacement = ListenOnPath(socket_);
+  util::UniqueFd monitor_replacement = ListenOnPath(monitor_);
   const ino_t export_inode = InodeAt(socket_);
   const ino_t monitor_inode = InodeAt(monitor_);
   EXPECT_EQ(daemon_->Stop(), 0) << ReadFile(log_);

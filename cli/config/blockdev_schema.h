@@ -1,0 +1,19 @@
+// --blockdev / blockdev-add options (QEMU's names) to block::BlockdevOptions.
+#pragma once
+
+#include <absl/status/statusor.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "block/options.h"
+#include "cli/config/option_reader.h"
+
+namespace bexd::cli {
+
+// Errors name the key by its path below `path` ("blockdev[0].cache.direct").
+absl::StatusOr<block::BlockdevOptions> ParseBlockdevOptions(const nlohmann::json& object,
+                                                            Syntax syntax,
+                                                            const std::string& path = "");
+
+}  // namespace bexd::cli

@@ -1,0 +1,186 @@
+#include "cli/config/command_line.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "cli/config/json_text.h"
+#include "cli/config/keyval.h"
+#include "cli/config/paths.h"
+
+namespace bexd::cli {
+namespace {
+
+using nlohmann::json;
+
+using Adder = absl::Status (DaemonConfig::*)(const json&, Syntax, const std::string&);
+
+// An option whose value is keyval or JSON and adds one item to the config.
+struct ItemOption {
+  std::string_view name;
+  std::string_view implied_key;  // QEMU's: "--object iothread,id=t0" is qom-type=iothread
+  Adder add;
+  int count = 0;
+};
+
+absl::Status AddItem(CommandLine* command_line, ItemOption* option, std::string_view value) {
+  ++option->count;
+  std::string where = fmt::format("--{}{}", option->name,
+                                  option->count > 1 ? fmt::format(" #{}", option->count) : "");
+  bool is_json = value.starts_with("{");
+  absl::StatusOr<json> object =
+      is_json ? ParseJsonText(value) : ParseKeyval(value, option->implied_key);
+  absl::Status status = object.ok() ? (command_line->config.*(option->add))(
+                                          *object, is_json ? Syntax::kJson : Syntax::kKeyval, "")
+                                    : object.status();
+  if (status.ok()) return status;
+  return absl::InvalidArgumentError(fmt::format("{}: {}", where, std::string(status.message())));
+}
+
+absl::Status AddConfigFile(CommandLine* command_line, const std::string& path) {
+  std::ifstream file(path);
+  if (!file) {
+    return absl::InvalidArgumentError(
+        fmt::format("--config: cannot read '{}': {}", path, std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  absl::StatusOr<json> document = ParseJsonText(text.str());
+  absl::Status status =
+      document.ok() ? command_line->config.AddConfigFile(*document) : document.status();
+  if (status.ok()) return status;
+  return absl::InvalidArgumentError(
+      fmt::format("--config {}: {}", path, std::string(status.message())));
+}
+
+}  // namespace
+
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string_view>& args) {
+  CommandLine command_line;
+  command_line.demo = args.empty();
+  ItemOption items[] = {
+      {"object", "qom-type", &DaemonConfig::AddObject},
+      {"blockdev", "driver", &DaemonConfig::AddBlockdev},
+      {"export", "type", &DaemonConfig::AddExport},
+      {"chardev", "backend", &DaemonConfig::AddChardev},
+      {"monitor", "chardev", &DaemonConfig::AddMonitor},
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      command_line.help = true;
+      continue;
+    }
+    if (arg == "-V" || arg == "--version") {
+      command_line.version = true;
+      continue;
+    }
+    if (!arg.starts_with("--")) {
+      return absl::InvalidArgumentError(
+          fmt::format("unexpected argument '{}' (options start with --; see --help)", arg));
+    }
+    std::string_view name = arg.substr(2);
+    std::optional<std::string_view> inline_value;
+    if (size_t equals = name.find('='); equals != std::string_view::npos) {
+      inline_value = name.substr(equals + 1);
+      name = name.substr(0, equals);
+    }
+    if (name == "daemonize" || name == "demo") {
+      if (inline_value) {
+        return absl::InvalidArgumentError(fmt::format("--{} takes no value", name));
+      }
+      (name == "daemonize" ? command_line.daemonize : command_line.demo) = true;
+      continue;
+    }
+    ItemOption* item = nullptr;
+    for (ItemOption& candidate : items) {
+      if (name == candidate.name) item = &candidate;
+    }
+    static constexpr std::string_view kValued[] = {"config", "pidfile", "demo-dir", "log-level"};
+    if (item == nullptr &&
+        std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
+      return absl::InvalidArgumentError(fmt::format("unknown option '--{}' (see --help)", name));
+    }
+    std::string_view value;
+    if (inline_value) {
+      value = *inline_value;
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return absl::InvalidArgumentError(fmt::format("{} needs a value (see --help)", arg));
+    }
+    absl::Status status;
+    if (item != nullptr) {
+      status = AddItem(&command_line, item, value);
+    } else if (name == "config") {
+      status = AddConfigFile(&command_line, std::string(value));
+    } else if (value.empty()) {
+      status = absl::InvalidArgumentError(fmt::format("--{}: empty value", name));
+    } else if (name == "pidfile") {
+      command_line.pidfile = AbsolutePath(std::string(value));
+    } else if (name == "demo-dir") {
+      command_line.demo = true;
+      command_line.demo_dir = AbsolutePath(std::string(value));
+    } else if (!log::ParseLevel(value, &command_line.log_level)) {
+      status = absl::InvalidArgumentError(
+          fmt::format("--log-level: expected one of error, warn, info, debug; got '{}'", value));
+    }
+    if (!status.ok()) return status;
+  }
+  absl::Status status = command_line.config.ResolveMonitors();
+  if (!status.ok()) return status;
+  if (command_line.demo &&
+      (!command_line.config.blockdevs.empty() || !command_line.config.exports.empty())) {
+    return absl::InvalidArgumentError(
+        "--demo sets up its own node and export; it cannot be combined with --blockdev or "
+        "--export");
+  }
+  return command_line;
+}
+
+std::string UsageText() {
+  return R"(Usage: bexd [options]
+Exports block nodes (image files, null devices, raw windows of them) as a file over FUSE or to
+virtio-fs guests through vhost-user-fs. Options take QEMU's key=value syntax or a JSON object.
+
+  --blockdev driver=file,node-name=NAME,filename=PATH[,aio=native|threads]
+             [,cache.direct=on|off][,cache.no-flush=on|off][,read-only=on|off]
+             [,discard=ignore|unmap][,locking=auto|on|off]
+  --blockdev driver=null-co,node-name=NAME[,size=SIZE][,read-zeroes=on|off][,latency-ns=NS]
+  --blockdev driver=raw,node-name=NAME,file=NODE[,offset=BYTES][,size=BYTES][,discard=...]
+             a child is a node name or defined inline: file.driver=file,file.filename=PATH
+  --blockdev driver=rbd,node-name=NAME,pool=POOL,image=IMAGE[,namespace=NS][,snapshot=SNAP]
+             [,conf=CEPH.CONF][,user=ID][,key-secret=SECRET][,auth-client-required.0=cephx]
+             [,server.0.host=HOST,server.0.port=PORT][,cache.direct=on|off][,discard=...]
+  --export type=fuse,id=ID,node-name=NAME,mountpoint=FILE[,writable=on|off]
+           [,growable=on|off][,allow-other=on|off|auto][,writethrough=on|off][,num-queues=N]
+           [,queue-cpus=CPUS]   pin queue i to the i-th CPU of a list such as 0-3,,8
+  --export type=vhost-user-fs,id=ID,node-name=NAME,addr.type=unix,addr.path=SOCKET,tag=TAG
+           [,file-name=NAME][,writable=on|off][,growable=on|off][,num-request-queues=N]
+           [,queue-cpus=CPUS]
+  --object iothread,id=ID       accepted for QSD command lines; exports may name it (iothread=)
+  --object secret,id=ID,file=PATH[,format=raw|base64]
+                                a secret other options name (rbd's key-secret); data=TEXT
+                                works too, but shows the secret to every local user
+  --chardev socket,id=ID,path=SOCKET,server=on,wait=off
+  --monitor chardev=ID | --monitor path=SOCKET[,pretty=on]
+                                QMP control socket (see docs/control.md)
+  --config FILE                 JSON: {"blockdev":[...],"export":[...],"object":[...],
+                                "monitor":{"path":...}}; adds to the command line
+  --pidfile FILE                write the pid once exports are up; refuse if a running bexd
+                                holds it
+  --daemonize                   detach once start-up succeeded (the parent reports errors)
+  --log-level error|warn|info|debug
+  --demo, --demo-dir DIR        export a 64 MiB demo image (the default with no options)
+  -h, --help                    this text
+  -V, --version                 print the version
+Full reference: docs/usage.md
+)";
+}
+
+}  // namespace bexd::cli

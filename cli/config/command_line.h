@@ -1,0 +1,33 @@
+// bexd's command line: QSD-style --blockdev/--export/--object/--chardev/--monitor plus the
+// daemon options. Every option is checked here, before anything is opened or mounted.
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/config/daemon_config.h"
+#include "util/log.h"
+
+namespace bexd::cli {
+
+struct CommandLine {
+  DaemonConfig config;
+  bool help = false;
+  bool version = false;
+  bool daemonize = false;
+  bool demo = false;
+  std::string demo_dir;  // empty: the default state directory
+  std::string pidfile;
+  log::Level log_level = log::Level::kWarn;  // quiet by default, as QSD
+};
+
+// `args` excludes the program name. With no arguments at all, bexd runs the demo.
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string_view>& args);
+
+// The text --help prints.
+std::string UsageText();
+
+}  // namespace bexd::cli

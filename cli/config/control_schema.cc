@@ -1,0 +1,101 @@
+#include "cli/config/control_schema.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <fmt/format.h>
+
+#include "cli/config/names.h"
+#include "cli/config/paths.h"
+
+namespace bexd::cli {
+namespace {
+
+void ReadId(OptionReader& reader, std::string* id) {
+  reader.RequiredString("id", id);
+  if (!reader.ok()) return;
+  absl::Status status = CheckName(*id);
+  if (!status.ok()) reader.Fail("id", std::string(status.message()));
+}
+
+void ReadSocketPath(OptionReader& reader, std::string* path) {
+  reader.RequiredString("path", path);
+  if (!reader.ok()) return;
+  *path = AbsolutePath(*path);
+  if (path->size() >= sizeof(sockaddr_un::sun_path)) {
+    reader.Fail("path", fmt::format("'{}' is longer than {} bytes, the limit for a unix socket",
+                                    *path, sizeof(sockaddr_un::sun_path) - 1));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ParseIothreadObject(const nlohmann::json& object, Syntax syntax,
+                                                const std::string& path) {
+  OptionReader reader(object, syntax, path);
+  std::string type;
+  reader.RequiredString("qom-type", &type);
+  if (reader.ok() && type != "iothread") {
+    reader.Fail("qom-type",
+                fmt::format("'{}' is not supported (bexd knows iothread, secret)", type));
+  }
+  std::string id;
+  ReadId(reader, &id);
+  absl::Status status = reader.Finish();
+  if (!status.ok()) return status;
+  return id;
+}
+
+absl::StatusOr<ChardevSpec> ParseChardev(const nlohmann::json& object, Syntax syntax,
+                                         const std::string& path) {
+  OptionReader reader(object, syntax, path);
+  ChardevSpec chardev;
+  std::string backend;
+  reader.RequiredString("backend", &backend);
+  if (reader.ok() && backend != "socket") {
+    reader.Fail("backend", fmt::format("'{}' is not supported (bexd knows socket)", backend));
+  }
+  ReadId(reader, &chardev.id);
+  if (reader.ok() && (reader.Has("host") || reader.Has("port"))) {
+    reader.Fail(reader.Has("host") ? "host" : "port",
+                "TCP sockets are not supported; give a unix socket with path=");
+  }
+  ReadSocketPath(reader, &chardev.path);
+  bool server = false;
+  reader.Bool("server", &server);
+  if (reader.ok() && !server) reader.Fail("server", "must be on (bexd listens, never connects)");
+  bool wait = false;
+  reader.Bool("wait", &wait);
+  if (reader.ok() && wait) {
+    reader.Fail("wait", "must be off (bexd does not wait for a client before starting)");
+  }
+  absl::Status status = reader.Finish();
+  if (!status.ok()) return status;
+  return chardev;
+}
+
+absl::StatusOr<MonitorSpec> ParseMonitor(const nlohmann::json& object, Syntax syntax,
+                                         const std::string& path) {
+  OptionReader reader(object, syntax, path);
+  MonitorSpec monitor;
+  if (reader.Has("chardev") == reader.Has("path")) {
+    reader.Fail(reader.Has("path") ? "path" : "chardev",
+                "give exactly one of chardev=ID and path=SOCKET");
+  }
+  if (reader.Has("chardev")) {
+    reader.RequiredString("chardev", &monitor.chardev);
+  } else {
+    ReadSocketPath(reader, &monitor.path);
+  }
+  std::string mode = "control";
+  reader.String("mode", &mode);
+  if (reader.ok() && mode != "control") {
+    reader.Fail("mode", fmt::format("'{}' is not supported (bexd speaks QMP: control)", mode));
+  }
+  reader.Bool("pretty", &monitor.pretty);
+  absl::Status status = reader.Finish();
+  if (!status.ok()) return status;
+  return monitor;
+}
+
+}  // namespace bexd::cli

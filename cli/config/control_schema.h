@@ -1,0 +1,35 @@
+// --object iothread, --chardev socket and --monitor: the options that set up the daemon itself
+// rather than its nodes and exports.
+#pragma once
+
+#include <absl/status/statusor.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "cli/config/option_reader.h"
+
+namespace bexd::cli {
+
+// --object iothread,id=ID: returns the id.
+absl::StatusOr<std::string> ParseIothreadObject(const nlohmann::json& object, Syntax syntax,
+                                                const std::string& path = "");
+
+struct ChardevSpec {
+  std::string id;
+  std::string path;  // the unix socket bexd listens on
+};
+// --chardev socket,id=ID,path=PATH,server=on,wait=off
+absl::StatusOr<ChardevSpec> ParseChardev(const nlohmann::json& object, Syntax syntax,
+                                         const std::string& path = "");
+
+struct MonitorSpec {
+  std::string chardev;  // set for chardev=ID, resolved once every --chardev is known
+  std::string path;     // set for path=SOCKET (and after resolution)
+  bool pretty = false;  // replies indented over several lines, as QEMU's pretty=on
+};
+// --monitor path=SOCKET or --monitor chardev=ID, with optional mode=control and pretty=on|off.
+absl::StatusOr<MonitorSpec> ParseMonitor(const nlohmann::json& object, Syntax syntax,
+                                         const std::string& path = "");
+
+}  // namespace bexd::cli

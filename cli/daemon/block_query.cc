@@ -1,0 +1,105 @@
+#include "cli/daemon/block_query.h"
+
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "block/file_node.h"
+
+namespace bexd::cli {
+namespace {
+
+using block::BlockGraph;
+using nlohmann::json;
+
+const BlockGraph::Entry* ChildEntry(const BlockGraph& graph, const BlockGraph::Entry& entry,
+                                    std::string_view role) {
+  const BlockGraph::Child* child = entry.FindChild(role);
+  return child == nullptr ? nullptr : graph.Find(child->node_name);
+}
+
+// As QEMU: a format node is known by its file child's name.
+std::string Filename(const BlockGraph& graph, const BlockGraph::Entry& entry) {
+  std::string name = entry.node->filename();
+  if (!name.empty()) return name;
+  const BlockGraph::Entry* file = ChildEntry(graph, entry, "file");
+  return file == nullptr ? name : Filename(graph, *file);
+}
+
+std::optional<uint64_t> AllocatedBytes(const BlockGraph& graph, const BlockGraph::Entry& entry) {
+  std::optional<uint64_t> bytes = entry.node->AllocatedBytes();
+  if (bytes) return bytes;
+  const BlockGraph::Entry* file = ChildEntry(graph, entry, "file");
+  return file == nullptr ? std::nullopt : AllocatedBytes(graph, *file);
+}
+
+// The file node at the bottom of the file children, whose cache modes the node works with.
+const block::FileNode* ProtocolNode(const BlockGraph& graph, const BlockGraph::Entry& entry) {
+  if (const auto* file = dynamic_cast<const block::FileNode*>(entry.node.get())) return file;
+  const BlockGraph::Entry* child = ChildEntry(graph, entry, "file");
+  return child == nullptr ? nullptr : ProtocolNode(graph, *child);
+}
+
+json ImageInfo(const BlockGraph& graph, const BlockGraph::Entry& entry, bool flat) {
+  json image = {
+      {"filename", Filename(graph, entry)},
+      {"format", entry.node->driver_name()},
+      {"virtual-size", entry.node->size()},
+  };
+  if (std::optional<uint64_t> bytes = AllocatedBytes(graph, entry)) image["actual-size"] = *bytes;
+  if (const BlockGraph::Entry* backing = ChildEntry(graph, entry, "backing")) {
+    std::string backing_name = Filename(graph, *backing);
+    image["backing-filename"] = backing_name;
+    image["full-backing-filename"] = backing_name;
+    image["backing-filename-format"] = backing->node->driver_name();
+    if (!flat) image["backing-image"] = ImageInfo(graph, *backing, flat);
+  }
+  return image;
+}
+
+json DeviceInfo(const BlockGraph& graph, const BlockGraph::Entry& entry, bool flat) {
+  const block::BlockNode& node = *entry.node;
+  int depth = 0;
+  const BlockGraph::Entry* backing = ChildEntry(graph, entry, "backing");
+  for (const BlockGraph::Entry* link = backing; link != nullptr;
+       link = ChildEntry(graph, *link, "backing")) {
+    ++depth;
+  }
+  const block::FileNode* protocol = ProtocolNode(graph, entry);
+  json info = {
+      {"node-name", node.node_name()},
+      {"drv", node.driver_name()},
+      {"ro", node.read_only()},
+      {"file", Filename(graph, entry)},
+      {"backing_file_depth", depth},
+      {"encrypted", false},
+      {"detect_zeroes", "off"},
+      {"bps", 0},
+      {"bps_rd", 0},
+      {"bps_wr", 0},
+      {"iops", 0},
+      {"iops_rd", 0},
+      {"iops_wr", 0},
+      {"image", ImageInfo(graph, entry, flat)},
+      {"cache",
+       {{"writeback", true},
+        {"direct", protocol != nullptr && protocol->options().cache_direct},
+        {"no-flush", protocol != nullptr && protocol->options().cache_no_flush}}},
+      {"write_threshold", 0},
+  };
+  if (backing != nullptr) info["backing_file"] = Filename(graph, *backing);
+  if (int error = node.flush_error(); error != 0) info["flush-error"] = std::strerror(error);
+  return info;
+}
+
+}  // namespace
+
+json NamedBlockNodesJson(const BlockGraph& graph, bool flat) {
+  json nodes = json::array();
+  for (const BlockGraph::Entry& entry : graph.entries()) {
+    nodes.push_back(DeviceInfo(graph, entry, flat));
+  }
+  return nodes;
+}
+
+}  // namespace bexd::cli

@@ -1,0 +1,266 @@
+#include "cli/daemon/daemon.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+#include <variant>
+
+#include "cli/daemon/block_query.h"
+#include "export/start.h"
+#include "util/log.h"
+
+namespace bexd::cli {
+namespace {
+
+using nlohmann::json;
+
+// Paths are compared in this form, so two spellings of one file count as one.
+std::string CanonicalPath(const std::string& path) {
+  std::error_code error;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(path, error);
+  return error ? path : canonical.string();
+}
+
+// The file or socket an export occupies; no two exports or monitors may share one.
+std::string Endpoint(const ExportSpec& spec) {
+  const std::string* path = std::visit(
+      [](const auto& transport) -> const std::string* {
+        if constexpr (std::is_same_v<std::decay_t<decltype(transport)>,
+                                     exports::FuseExportOptions>) {
+          return &transport.mountpoint;
+        } else {
+          return &transport.socket_path;
+        }
+      },
+      spec.options.transport);
+  return CanonicalPath(*path);
+}
+
+absl::Status ExportError(std::string_view id, std::string_view message) {
+  return absl::InvalidArgumentError(fmt::format("export '{}': {}", id, message));
+}
+
+json StatsJson(const fuse::QueueStatsSnapshot& stats) {
+  return {
+      {"requests", stats.requests},
+      {"read-requests", stats.read_requests},
+      {"write-requests", stats.write_requests},
+      {"bytes-read", stats.bytes_read},
+      {"bytes-written", stats.bytes_written},
+      {"errors", stats.errors},
+      {"in-flight", stats.in_flight},
+      {"latency-us",
+       {{"p50", stats.LatencyPercentileUs(50)},
+        {"p90", stats.LatencyPercentileUs(90)},
+        {"p99", stats.LatencyPercentileUs(99)},
+        {"p99.9", stats.LatencyPercentileUs(99.9)}}},
+  };
+}
+
+void Accumulate(const fuse::QueueStatsSnapshot& queue, fuse::QueueStatsSnapshot* total) {
+  total->requests += queue.requests;
+  total->read_requests += queue.read_requests;
+  total->write_requests += queue.write_requests;
+  total->bytes_read += queue.bytes_read;
+  total->bytes_written += queue.bytes_written;
+  total->errors += queue.errors;
+  total->in_flight += queue.in_flight;
+  for (int i = 0; i < fuse::QueueStats::kLatencyBuckets; ++i) {
+    total->latency_us[i] += queue.latency_us[i];
+  }
+}
+
+}  // namespace
+
+Daemon::Daemon(std::vector<std::string> iothreads) : iothreads_(std::move(iothreads)) {}
+
+Daemon::~Daemon() { StopAllExports(); }
+
+const Daemon::LiveExport* Daemon::FindExport(std::string_view id) const {
+  for (const LiveExport& live : exports_) {
+    if (live.spec.options.id == id) return &live;
+  }
+  return nullptr;
+}
+
+absl::Status Daemon::AddBlockdev(const block::BlockdevOptions& options) {
+  return graph_.Add(options);
+}
+
+absl::Status Daemon::DeleteBlockdev(std::string_view node_name) {
+  // QEMU's first check and error: a node a block backend (here: an export) uses.
+  for (const LiveExport& live : exports_) {
+    if (live.spec.options.node_name == node_name) {
+      return absl::FailedPreconditionError(fmt::format("Node {} is in use", node_name));
+    }
+  }
+  return graph_.Delete(node_name);
+}
+
+absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
+                                    std::span<const ExportSpec> also_new) const {
+  const exports::ExportOptions& options = spec.options;
+  bool duplicate_id = FindExport(options.id) != nullptr;
+  std::string endpoint = Endpoint(spec);
+  std::string endpoint_owner;
+  for (const LiveExport& live : exports_) {
+    if (Endpoint(live.spec) == endpoint) endpoint_owner = live.spec.options.id;
+  }
+  for (const ExportSpec& other : also_new) {
+    if (other.options.id == options.id) duplicate_id = true;
+    if (Endpoint(other) == endpoint) endpoint_owner = other.options.id;
+  }
+  if (duplicate_id) return ExportError(options.id, "id is already in use");
+  if (!endpoint_owner.empty()) {
+    return ExportError(
+        options.id, fmt::format("'{}' is already used by export '{}'", endpoint, endpoint_owner));
+  }
+  if (std::find(monitor_paths_.begin(), monitor_paths_.end(), endpoint) != monitor_paths_.end()) {
+    return ExportError(options.id, fmt::format("'{}' is already used by a QMP monitor", endpoint));
+  }
+  const block::BlockGraph::Entry* node = graph_.Find(options.node_name);
+  if (node == nullptr) {
+    return ExportError(options.id,
+                       fmt::format("node-name '{}' does not name a block node", options.node_name));
+  }
+  if (options.writable && node->node->read_only()) {
+    return ExportError(options.id, fmt::format("node '{}' is read-only; writable=on needs a "
+                                               "writable node",
+                                               options.node_name));
+  }
+  for (const std::string& iothread : spec.iothreads) {
+    if (std::find(iothreads_.begin(), iothreads_.end(), iothread) == iothreads_.end()) {
+      return ExportError(options.id, fmt::format("iothread '{}' does not name an --object "
+                                                 "iothread",
+                                                 iothread));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::AddMonitorPath(const std::string& path) {
+  std::string canonical = CanonicalPath(path);
+  if (std::find(monitor_paths_.begin(), monitor_paths_.end(), canonical) != monitor_paths_.end()) {
+    return absl::InvalidArgumentError(
+        fmt::format("monitor socket '{}' is already used by another monitor", canonical));
+  }
+  for (const LiveExport& live : exports_) {
+    if (Endpoint(live.spec) == canonical) {
+      return absl::InvalidArgumentError(fmt::format(
+          "monitor socket '{}' is already used by export '{}'", canonical, live.spec.options.id));
+    }
+  }
+  monitor_paths_.push_back(std::move(canonical));
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::CheckNewExports(std::span<const ExportSpec> specs) const {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    absl::Status status = CheckNewExport(specs[i], specs.first(i));
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::AddExport(const ExportSpec& spec) {
+  absl::Status status = CheckNewExport(spec, {});
+  if (!status.ok()) return status;
+  absl::StatusOr<std::unique_ptr<exports::Export>> running =
+      exports::StartExport(spec.options, graph_.Find(spec.options.node_name)->node, export_ended_);
+  if (!running.ok()) return running.status();
+  graph_.Retain(spec.options.node_name);
+  log::Debug("export '{}' ({}) serves node '{}' at {}", spec.options.id, (*running)->type(),
+             spec.options.node_name, Endpoint(spec));
+  exports_.push_back({spec, *std::move(running)});
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::DeleteExport(std::string_view id, ExportDeleteMode mode) {
+  auto it = std::find_if(exports_.begin(), exports_.end(),
+                         [&](const LiveExport& live) { return live.spec.options.id == id; });
+  if (it == exports_.end()) {
+    return absl::NotFoundError(fmt::format("export '{}' not found", id));
+  }
+  // An ended export keeps counting the files open when its connection went, and none of them
+  // can reach it any more.
+  if (mode == ExportDeleteMode::kSafe && !it->running->ended() && it->running->in_use()) {
+    return absl::FailedPreconditionError(
+        fmt::format("export '{}' is in use; close it first or use mode=hard", id));
+  }
+  std::string deleted_id = it->spec.options.id;
+  RemoveExport(it);
+  log::Info("export '{}' removed", deleted_id);
+  if (export_deleted_) export_deleted_(deleted_id);
+  return absl::OkStatus();
+}
+
+void Daemon::RemoveEndedExports() {
+  for (auto it = exports_.begin(); it != exports_.end();) {
+    if (!it->running->ended()) {
+      ++it;
+      continue;
+    }
+    std::string id = it->spec.options.id;
+    log::Warn("export '{}' ended on its own ({}); removed it", id, it->running->ended_reason());
+    // Joins the queue threads (the last one may still be returning from the ended callback), so
+    // the export is destroyed here, never on one of its own threads.
+    it = RemoveExport(it);
+    if (export_deleted_) export_deleted_(id);
+  }
+}
+
+std::vector<Daemon::LiveExport>::iterator Daemon::RemoveExport(
+    std::vector<LiveExport>::iterator it) {
+  it->running->Stop();
+  std::string node_name = it->spec.options.node_name;
+  it = exports_.erase(it);
+  graph_.Release(node_name);
+  return it;
+}
+
+void Daemon::StopAllExports() {
+  while (!exports_.empty()) {
+    std::string id = exports_.back().spec.options.id;
+    RemoveExport(exports_.end() - 1);
+    log::Debug("export '{}' stopped", id);
+  }
+}
+
+json Daemon::NamedBlockNodes(bool flat) const { return NamedBlockNodesJson(graph_, flat); }
+
+json Daemon::BlockExports() const {
+  json exports = json::array();
+  for (const LiveExport& live : exports_) {
+    exports.push_back({{"type", live.running->type()},
+                       {"id", live.spec.options.id},
+                       {"node-name", live.spec.options.node_name},
+                       {"shutting-down", live.running->ended()}});
+  }
+  return exports;
+}
+
+absl::StatusOr<json> Daemon::ExportStats(const std::optional<std::string>& id) const {
+  if (id && FindExport(*id) == nullptr) {
+    return absl::NotFoundError(fmt::format("export '{}' not found", *id));
+  }
+  json result = json::array();
+  for (const LiveExport& live : exports_) {
+    if (id && live.spec.options.id != *id) continue;
+    json queues = json::array();
+    fuse::QueueStatsSnapshot total;
+    for (const fuse::QueueStatsSnapshot& queue : live.running->Stats()) {
+      queues.push_back(StatsJson(queue));
+      Accumulate(queue, &total);
+    }
+    result.push_back({{"id", live.spec.options.id},
+                      {"type", live.running->type()},
+                      {"node-name", live.spec.options.node_name},
+                      {"total", StatsJson(total)},
+                      {"queues", std::move(queues)}});
+  }
+  return result;
+}
+
+}  // namespace bexd::cli

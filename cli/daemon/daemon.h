@@ -1,0 +1,94 @@
+// The daemon's live state: open block nodes and running exports, by name. Start-up and the QMP
+// commands both go through it, so they apply the same checks. Main thread only; only the export
+// ended callback runs elsewhere.
+#pragma once
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "block/block_node.h"
+#include "block/graph.h"
+#include "block/options.h"
+#include "cli/config/export_schema.h"
+#include "export/export.h"
+
+namespace bexd::cli {
+
+enum class ExportDeleteMode {
+  kSafe,  // refuse while a client has the export open
+  kHard,  // complete what is in flight, then remove it regardless
+};
+
+class Daemon {
+ public:
+  // `iothreads`: the --object iothread ids exports may name.
+  explicit Daemon(std::vector<std::string> iothreads);
+  ~Daemon();  // stops every export
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Opens the node and the children its options define inline (the block graph).
+  absl::Status AddBlockdev(const block::BlockdevOptions& options);
+  // QEMU's blockdev-del: refused while an export serves the node or another node uses it.
+  absl::Status DeleteBlockdev(std::string_view node_name);
+
+  // Records the socket path of a QMP monitor, so no export or other monitor may use it. Refuses
+  // a path that an export or another monitor uses already.
+  absl::Status AddMonitorPath(const std::string& path);
+
+  // Checks `specs` against the live nodes, exports and monitors and against each other, without
+  // starting anything: unique ids and mountpoints/sockets, existing nodes and iothreads, writable
+  // only on a writable node.
+  absl::Status CheckNewExports(std::span<const ExportSpec> specs) const;
+  absl::Status AddExport(const ExportSpec& spec);
+  absl::Status DeleteExport(std::string_view id, ExportDeleteMode mode);
+  // Stops and forgets every export that ended on its own, announcing each as DeleteExport does.
+  void RemoveEndedExports();
+  // Stops every export, newest first (drain, flush, unmount), then forgets them.
+  void StopAllExports();
+
+  // QMP's query-named-block-nodes, query-block-exports and x-query-export-stats results.
+  nlohmann::json NamedBlockNodes(bool flat) const;
+  nlohmann::json BlockExports() const;
+  absl::StatusOr<nlohmann::json> ExportStats(const std::optional<std::string>& id) const;
+
+  // Called with the id of each export that DeleteExport or RemoveEndedExports removed (for
+  // BLOCK_EXPORT_DELETED).
+  void set_export_deleted_callback(std::function<void(const std::string&)> callback) {
+    export_deleted_ = std::move(callback);
+  }
+  // Called on an export's own thread when it ends on its own (exports::Export::EndedFn); it must
+  // get RemoveEndedExports() run on the main thread. Set it before adding exports.
+  void set_export_ended_callback(exports::Export::EndedFn callback) {
+    export_ended_ = std::move(callback);
+  }
+
+ private:
+  struct LiveExport {
+    ExportSpec spec;
+    std::unique_ptr<exports::Export> running;
+  };
+
+  const LiveExport* FindExport(std::string_view id) const;
+  absl::Status CheckNewExport(const ExportSpec& spec, std::span<const ExportSpec> also_new) const;
+  // Stops an export and forgets it, releasing its node; the export after it.
+  std::vector<LiveExport>::iterator RemoveExport(std::vector<LiveExport>::iterator it);
+
+  std::vector<std::string> iothreads_;
+  block::BlockGraph graph_;
+  std::vector<LiveExport> exports_;
+  std::vector<std::string> monitor_paths_;  // canonical
+  std::function<void(const std::string&)> export_deleted_;
+  exports::Export::EndedFn export_ended_;
+};
+
+}  // namespace bexd::cli

@@ -1,0 +1,212 @@
+#include "cli/daemon/qmp_commands.h"
+
+#include <sys/time.h>
+
+#include <absl/status/statusor.h>
+#include <fmt/format.h>
+
+#include <functional>
+#include <string>
+
+#include "cli/config/blockdev_schema.h"
+#include "cli/config/export_schema.h"
+#include "cli/config/option_reader.h"
+
+namespace bexd::cli {
+namespace {
+
+using nlohmann::json;
+
+using Command = std::function<absl::StatusOr<json>(Daemon&, const json&)>;
+
+struct CommandEntry {
+  std::string_view name;
+  Command run;
+};
+
+// Reads the arguments of a command that takes named scalars; unknown names are errors.
+template <typename ReadFn>
+absl::Status ReadArguments(const json& arguments, ReadFn read) {
+  OptionReader reader(arguments, Syntax::kJson);
+  read(reader);
+  return reader.Finish();
+}
+
+absl::StatusOr<json> BlockdevAdd(Daemon& daemon, const json& arguments) {
+  absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(arguments, Syntax::kJson);
+  if (!options.ok()) return options.status();
+  absl::Status status = daemon.AddBlockdev(*options);
+  if (!status.ok()) return status;
+  return json::object();
+}
+
+absl::StatusOr<json> BlockdevDel(Daemon& daemon, const json& arguments) {
+  std::string node_name;
+  absl::Status status = ReadArguments(
+      arguments, [&](OptionReader& reader) { reader.RequiredString("node-name", &node_name); });
+  if (status.ok()) status = daemon.DeleteBlockdev(node_name);
+  if (!status.ok()) return status;
+  return json::object();
+}
+
+absl::StatusOr<json> QueryNamedBlockNodes(Daemon& daemon, const json& arguments) {
+  bool flat = false;  // QEMU's: leave out the nested backing-image
+  absl::Status status =
+      ReadArguments(arguments, [&](OptionReader& reader) { reader.Bool("flat", &flat); });
+  if (!status.ok()) return status;
+  return daemon.NamedBlockNodes(flat);
+}
+
+absl::StatusOr<json> BlockExportAdd(Daemon& daemon, const json& arguments) {
+  absl::StatusOr<ExportSpec> spec = ParseExportOptions(arguments, Syntax::kJson);
+  if (!spec.ok()) return spec.status();
+  absl::Status status = daemon.AddExport(*spec);
+  if (!status.ok()) return status;
+  return json::object();
+}
+
+absl::StatusOr<json> BlockExportDel(Daemon& daemon, const json& arguments) {
+  std::string id;
+  ExportDeleteMode mode = ExportDeleteMode::kSafe;
+  absl::Status status = ReadArguments(arguments, [&](OptionReader& reader) {
+    reader.RequiredString("id", &id);
+    reader.Enum("mode", &mode,
+                {{"safe", ExportDeleteMode::kSafe}, {"hard", ExportDeleteMode::kHard}});
+  });
+  if (status.ok()) status = daemon.DeleteExport(id, mode);
+  if (!status.ok()) return status;
+  return json::object();
+}
+
+absl::StatusOr<json> QueryBlockExports(Daemon& daemon, const json& arguments) {
+  absl::Status status = ReadArguments(arguments, [](OptionReader&) {});
+  if (!status.ok()) return status;
+  return daemon.BlockExports();
+}
+
+absl::StatusOr<json> QueryExportStats(Daemon& daemon, const json& arguments) {
+  std::string id;
+  absl::Status status =
+      ReadArguments(arguments, [&](OptionReader& reader) { reader.String("id", &id); });
+  if (!status.ok()) return status;
+  return daemon.ExportStats(arguments.contains("id") ? std::optional(id) : std::nullopt);
+}
+
+absl::StatusOr<json> QueryVersion(Daemon&, const json& arguments) {
+  absl::Status status = ReadArguments(arguments, [](OptionReader&) {});
+  if (!status.ok()) return status;
+  return QmpGreeting()["QMP"]["version"];
+}
+
+const std::vector<CommandEntry>& Commands() {
+  static const auto* commands = new std::vector<CommandEntry>{
+      {"blockdev-add", BlockdevAdd},
+      {"blockdev-del", BlockdevDel},
+      {"query-named-block-nodes", QueryNamedBlockNodes},
+      {"block-export-add", BlockExportAdd},
+      {"block-export-del", BlockExportDel},
+      {"query-block-exports", QueryBlockExports},
+      {"x-query-export-stats", QueryExportStats},
+      {"query-version", QueryVersion},
+  };
+  return *commands;
+}
+
+}  // namespace
+
+json QmpGreeting() {
+  int major = 0, minor = 0, micro = 0;
+  std::sscanf(BEXD_VERSION, "%d.%d.%d", &major, &minor, &micro);
+  return {{"QMP",
+           {{"version",
+             {{"qemu", {{"micro", micro}, {"minor", minor}, {"major", major}}},
+              {"package", fmt::format("bexd {}", BEXD_VERSION)}}},
+            {"capabilities", json::array()}}}};
+}
+
+json QmpEvent(std::string_view name, json data) {
+  timeval now;
+  ::gettimeofday(&now, nullptr);
+  return {{"event", name},
+          {"data", std::move(data)},
+          {"timestamp", {{"seconds", now.tv_sec}, {"microseconds", now.tv_usec}}}};
+}
+
+json QmpError(std::string_view error_class, std::string_view desc) {
+  return {{"error", {{"class", error_class}, {"desc", desc}}}};
+}
+
+json QmpCommands::Handle(const json& request, bool* negotiated) {
+  if (!request.is_object()) return QmpError("GenericError", "QMP input must be a JSON object");
+  json reply;
+  auto execute = request.find("execute");
+  auto arguments = request.find("arguments");
+  std::string unexpected;
+  for (const auto& [key, value] : request.items()) {
+    if (key != "execute" && key != "arguments" && key != "id" && unexpected.empty()) {
+      unexpected = key;
+    }
+  }
+  if (execute == request.end()) {
+    reply = QmpError("GenericError", "QMP input lacks member 'execute'");
+  } else if (!execute->is_string()) {
+    reply = QmpError("GenericError", "QMP input member 'execute' must be a string");
+  } else if (arguments != request.end() && !arguments->is_object()) {
+    reply = QmpError("GenericError", "QMP input member 'arguments' must be an object");
+  } else if (!unexpected.empty()) {
+    reply = QmpError("GenericError", fmt::format("QMP input member {} is unexpected",
+                                                 OptionReader::Quote(unexpected)));
+  } else {
+    reply = Execute(execute->get_ref<const std::string&>(),
+                    arguments == request.end() ? json::object() : *arguments, negotiated);
+  }
+  if (auto id = request.find("id"); id != request.end()) reply["id"] = *id;
+  return reply;
+}
+
+json QmpCommands::Execute(std::string_view command, const json& arguments, bool* negotiated) {
+  if (command == "qmp_capabilities") {
+    if (*negotiated) {
+      return QmpError("CommandNotFound",
+                      "Capabilities negotiation is already complete, command ignored");
+    }
+    std::vector<std::string> enable;
+    absl::Status status = ReadArguments(
+        arguments, [&](OptionReader& reader) { reader.StringList("enable", &enable); });
+    if (!status.ok()) return QmpError("GenericError", std::string(status.message()));
+    if (!enable.empty()) {
+      return QmpError("GenericError",
+                      fmt::format("capability '{}' is not available", enable.front()));
+    }
+    *negotiated = true;
+    return {{"return", json::object()}};
+  }
+  if (!*negotiated) {
+    return QmpError("CommandNotFound",
+                    "Expecting capabilities negotiation with 'qmp_capabilities'");
+  }
+  if (command == "quit") {
+    absl::Status status = ReadArguments(arguments, [](OptionReader&) {});
+    if (!status.ok()) return QmpError("GenericError", std::string(status.message()));
+    quit_requested_ = true;
+    return {{"return", json::object()}};
+  }
+  if (command == "query-commands") {
+    json names = json::array();
+    for (std::string_view name : {"qmp_capabilities", "query-commands", "quit"}) {
+      names.push_back({{"name", name}});
+    }
+    for (const CommandEntry& entry : Commands()) names.push_back({{"name", entry.name}});
+    return {{"return", std::move(names)}};
+  }
+  for (const CommandEntry& entry : Commands()) {
+    if (entry.name != command) continue;
+    absl::StatusOr<json> result = entry.run(*daemon_, arguments);
+    if (!result.ok()) return QmpError("GenericError", std::string(result.status().message()));
+    return {{"return", *std::move(result)}};
+  }
+  return QmpError("CommandNotFound",
+                  fmt::format("The command {} has not been found", OptionReader::Quote(command)));
+}
+
+}  // namespace bexd::cli

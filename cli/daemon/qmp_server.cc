@@ -1,0 +1,297 @@
+#include "cli/daemon/qmp_server.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "cli/config/json_text.h"
+#include "util/log.h"
+#include "util/rate_limit.h"
+
+namespace bexd::cli {
+namespace {
+
+constexpr uint32_t kReadEvents = EPOLLIN | EPOLLRDHUP;
+constexpr size_t kReadChunk = 64 * 1024;
+// Bytes read from one client per wake-up, so one busy client cannot starve the others.
+constexpr size_t kReadBudget = 1 << 20;
+
+// Every line a client can cause goes through a rate limit of its own (util/rate_limit.h).
+log::RateLimit connected_log;
+log::RateLimit dropped_log;
+log::RateLimit refused_log;
+log::RateLimit accept_log;
+log::RateLimit out_of_descriptors_log;
+
+int OpenSpareDescriptor() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
+
+// Sends one error line to a connection that will not be served and closes it; the socket is new,
+// so the line fits in its buffer.
+void Refuse(int fd, bool pretty, std::string_view desc) {
+  std::string line = DumpJson(QmpError("GenericError", desc), pretty) + "\r\n";
+  [[maybe_unused]] ssize_t n = ::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::close(fd);
+}
+
+}  // namespace
+
+QmpServer::QmpServer(EventLoop* loop, QmpCommands* commands)
+    : loop_(loop), commands_(commands), spare_fd_(OpenSpareDescriptor()) {}
+
+QmpServer::~QmpServer() {
+  for (Client& client : clients_) {
+    if (client.fd >= 0) {
+      loop_->Remove(client.fd);
+      ::close(client.fd);
+    }
+  }
+  for (const Listener& listener : listeners_) {
+    loop_->Remove(listener.fd);
+  }
+  if (spare_fd_ >= 0) ::close(spare_fd_);
+}
+
+absl::Status QmpServer::Listen(const std::string& path, bool pretty) {
+  absl::StatusOr<exports::UnixSocketListener> socket =
+      exports::UnixSocketListener::Listen(path, SOMAXCONN);
+  if (!socket.ok()) {
+    return absl::Status(socket.status().code(),
+                        fmt::format("monitor {}", std::string(socket.status().message())));
+  }
+  listeners_.push_back({socket->fd(), path, pretty});
+  sockets_.push_back(*std::move(socket));
+  const Listener listener = listeners_.back();
+  absl::Status status =
+      loop_->Add(listener.fd, EPOLLIN, [this, listener](uint32_t) { Accept(listener); });
+  if (!status.ok()) return status;
+  log::Debug("QMP monitor listening on {}", path);
+  return absl::OkStatus();
+}
+
+void QmpServer::Accept(const Listener& listener) {
+  for (;;) {
+    int fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) {
+        log::Limited(out_of_descriptors_log, log::Level::kWarn,
+                     "QMP monitor {}: out of file descriptors ({}); refusing new clients",
+                     listener.path, std::strerror(errno));
+        if (RefuseWithSpareDescriptor(listener)) continue;
+        break;
+      }
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        log::Limited(accept_log, log::Level::kWarn, "QMP monitor {}: accept: {}", listener.path,
+                     std::strerror(errno));
+      }
+      break;
+    }
+    if (connected_ >= kMaxClients) {
+      log::Limited(refused_log, log::Level::kWarn,
+                   "QMP monitor {}: refused a client: {} clients are connected already",
+                   listener.path, kMaxClients);
+      Refuse(fd, listener.pretty,
+             fmt::format("too many QMP clients (at most {}); closing the connection", kMaxClients));
+      continue;
+    }
+    Client& client = clients_.emplace_back();
+    client.fd = fd;
+    client.pretty = listener.pretty;
+    Client* pointer = &client;
+    absl::Status status = loop_->Add(fd, kReadEvents, [this, pointer](uint32_t events) {
+      OnClientEvent(pointer, events);
+      EnforceHeldLimit();
+      ForgetDroppedClients();
+    });
+    if (!status.ok()) {
+      log::Limited(accept_log, log::Level::kWarn, "QMP monitor {}: {}", listener.path,
+                   status.ToString());
+      ::close(fd);
+      clients_.pop_back();
+      continue;
+    }
+    ++connected_;
+    log::Limited(connected_log, log::Level::kDebug, "QMP client connected on {}", listener.path);
+    Send(&client, QmpGreeting());
+  }
+  ForgetDroppedClients();
+}
+
+bool QmpServer::RefuseWithSpareDescriptor(const Listener& listener) {
+  int fd = -1;
+  if (spare_fd_ >= 0) {
+    ::close(spare_fd_);
+    fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      Refuse(fd, listener.pretty, "bexd is out of file descriptors; closing the connection");
+    }
+    spare_fd_ = OpenSpareDescriptor();
+  }
+  if (spare_fd_ < 0) {
+    // Another thread took the descriptor: stop polling the listeners until a client leaves.
+    PauseListeners();
+    return false;
+  }
+  return fd >= 0;
+}
+
+void QmpServer::PauseListeners() {
+  if (listeners_paused_) return;
+  listeners_paused_ = true;
+  for (const Listener& listener : listeners_) (void)loop_->Modify(listener.fd, 0);
+}
+
+void QmpServer::ResumeListeners() {
+  if (!listeners_paused_) return;
+  if (spare_fd_ < 0) spare_fd_ = OpenSpareDescriptor();
+  if (spare_fd_ < 0) return;
+  listeners_paused_ = false;
+  for (const Listener& listener : listeners_) (void)loop_->Modify(listener.fd, EPOLLIN);
+}
+
+void QmpServer::ForgetDroppedClients() {
+  std::erase_if(clients_, [](const Client& client) { return client.fd < 0; });
+}
+
+void QmpServer::OnClientEvent(Client* client, uint32_t events) {
+  if (events & EPOLLOUT) {
+    if (!Flush(client)) return;
+  }
+  if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
+  bool end_of_stream = false;
+  char buffer[kReadChunk];
+  for (size_t total = 0; total < kReadBudget && client->fd >= 0;) {
+    ssize_t n = ::read(client->fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      // Handled chunk by chunk, so the stream holds one chunk of input at most.
+      client->input.Append(std::string_view(buffer, n));
+      HandleInput(client);
+      total += n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    end_of_stream = true;  // EOF or a connection error
+    break;
+  }
+  if (client->fd >= 0 && end_of_stream) {
+    Flush(client);
+    if (client->fd >= 0) Drop(client, "disconnected");
+  }
+}
+
+void QmpServer::HandleInput(Client* client) {
+  while (client->fd >= 0) {
+    std::optional<absl::StatusOr<std::string>> message = client->input.Next();
+    if (!message) break;
+    absl::StatusOr<nlohmann::json> request =
+        message->ok() ? ParseJsonText(**message) : message->status();
+    if (!request.ok()) {
+      Send(client, QmpError("GenericError", std::string(request.status().message())));
+      continue;
+    }
+    Send(client, commands_->Handle(*request, &client->negotiated));
+  }
+  CountHeld(client);
+}
+
+void QmpServer::Send(Client* client, const nlohmann::json& message) {
+  if (client->fd < 0) return;
+  client->output += DumpJson(message, client->pretty);
+  client->output += "\r\n";
+  Flush(client);
+}
+
+bool QmpServer::Flush(Client* client) {
+  while (!client->output.empty()) {
+    ssize_t n = ::send(client->fd, client->output.data(), client->output.size(),
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      client->output.erase(0, n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (client->output.size() > kMaxPendingOutputBytes) {
+        Drop(client, "not reading its replies");
+        return false;
+      }
+      if (!client->want_write) {
+        client->want_write = true;
+        (void)loop_->Modify(client->fd, kReadEvents | EPOLLOUT);
+      }
+      CountHeld(client);
+      return true;
+    }
+    Drop(client, std::strerror(errno));
+    return false;
+  }
+  if (client->want_write) {
+    client->want_write = false;
+    (void)loop_->Modify(client->fd, kReadEvents);
+  }
+  CountHeld(client);
+  return true;
+}
+
+void QmpServer::CountHeld(Client* client) {
+  if (client->fd < 0) return;  // Drop() took its part out
+  held_bytes_ -= client->held;
+  client->held = client->input.buffered_bytes() + client->output.size();
+  held_bytes_ += client->held;
+}
+
+void QmpServer::EnforceHeldLimit() {
+  while (held_bytes_ > kMaxHeldBytes) {
+    // The client holding the most is the one flooding; the others keep what they sent.
+    Client* largest =
+        &*std::max_element(clients_.begin(), clients_.end(),
+                           [](const Client& a, const Client& b) { return a.held < b.held; });
+    log::Limited(refused_log, log::Level::kWarn,
+                 "QMP clients hold more than {} bytes of unfinished requests and unsent replies; "
+                 "dropped the one holding the most ({} bytes)",
+                 kMaxHeldBytes, largest->held);
+    Send(largest, QmpError("GenericError",
+                           fmt::format("QMP clients hold more than {} bytes of unfinished requests "
+                                       "and unsent replies, this client the most; closing the "
+                                       "connection",
+                                       kMaxHeldBytes)));
+    if (largest->fd >= 0) Drop(largest, "holding too much");
+  }
+}
+
+void QmpServer::Drop(Client* client, std::string_view reason) {
+  log::Limited(dropped_log, log::Level::kDebug, "QMP client dropped: {}", reason);
+  loop_->Remove(client->fd);
+  ::close(client->fd);
+  client->fd = -1;
+  client->output.clear();
+  client->input = JsonStream(kMaxRequestBytes);
+  held_bytes_ -= client->held;
+  client->held = 0;
+  --connected_;
+  // A descriptor is free again.
+  ResumeListeners();
+}
+
+void QmpServer::Broadcast(const nlohmann::json& event) {
+  for (Client& client : clients_) {
+    if (client.fd >= 0 && client.negotiated) Send(&client, event);
+  }
+  EnforceHeldLimit();
+}
+
+void QmpServer::FlushAll() {
+  for (Client& client : clients_) {
+    if (client.fd >= 0) Flush(&client);
+  }
+}
+
+}  // namespace bexd::cli

@@ -1,0 +1,17 @@
+#include "export/export.h"
+
+#include <string>
+
+#include "export/flush_node.h"
+#include "util/log.h"
+
+namespace bexd::exports {
+
+void Export::FlushAfterLastReply() {
+  if (!writable_) return;
+  if (absl::Status status = FlushNode(*node_); !status.ok()) {
+    log::Error("export '{}': flush on stop failed: {}", id_, std::string(status.message()));
+  }
+}
+
+}  // namespace bexd::exports

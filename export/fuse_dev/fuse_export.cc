@@ -1,0 +1,153 @@
+#include "export/fuse_dev/fuse_export.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+#include <variant>
+
+#include "export/fuse_dev/read_interrupt.h"
+#include "export/queue/queue_cpus.h"
+#include "util/log.h"
+
+namespace bexd::exports {
+uint32_t DefaultFuseQueueCount() {
+  return std::clamp<uint32_t>(static_cast<uint32_t>(AllowedCpus().size()), 1,
+                              FuseExport::kMaxQueues);
+}
+
+absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
+    const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
+    std::shared_ptr<fuse::Session> session, EndedFn on_ended) {
+  const auto& fuse_options = std::get<FuseExportOptions>(options.transport);
+  if (fuse_options.num_queues > kMaxQueues) {
+    return absl::InvalidArgumentError(
+        fmt::format("num-queues {} exceeds {}", fuse_options.num_queues, kMaxQueues));
+  }
+  uint32_t queue_count = fuse_options.num_queues;
+  if (queue_count == 0) {
+    queue_count = fuse_options.queue_cpus.empty()
+                      ? DefaultFuseQueueCount()
+                      : std::min<uint32_t>(fuse_options.queue_cpus.size(), kMaxQueues);
+  }
+
+  absl::StatusOr<MountpointClaim> claim = MountpointClaim::Acquire(fuse_options.mountpoint);
+  if (!claim.ok()) return claim.status();
+  FuseMountOptions mount_options;
+  mount_options.fs_name = node->node_name();
+  mount_options.allow_other = fuse_options.allow_other;
+  mount_options.max_read = session->options().max_write;
+  absl::StatusOr<FuseMount> mount = FuseMount::Create(claim->path(), mount_options);
+  if (!mount.ok()) return mount.status();
+  absl::StatusOr<std::vector<util::UniqueFd>> devices = mount->OpenQueues(queue_count);
+  if (!devices.ok()) return devices.status();
+
+  std::unique_ptr<FuseExport> fuse_export(new FuseExport(options, std::move(node),
+                                                         std::move(session), std::move(*claim),
+                                                         std::move(*mount), std::move(on_ended)));
+  if (absl::Status status = fuse_export->StartQueues(std::move(*devices), fuse_options.queue_cpus);
+      !status.ok()) {
+    fuse_export->Stop();
+    return status;
+  }
+  log::Info("export '{}': node '{}' mounted on '{}' ({}, {} queue{}{}{})", options.id,
+            fuse_export->node()->node_name(), fuse_export->mountpoint_,
+            options.writable ? "writable" : "read-only", queue_count, queue_count == 1 ? "" : "s",
+            DescribeQueueCpus(fuse_options.queue_cpus),
+            fuse_export->mount_.allow_other() ? ", allow_other" : "");
+  return fuse_export;
+}
+
+FuseExport::FuseExport(const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
+                       std::shared_ptr<fuse::Session> session, MountpointClaim claim,
+                       FuseMount mount, EndedFn on_ended)
+    : Export(options.id, options.writable, std::move(node), std::move(on_ended)),
+      mountpoint_(claim.path()),
+      session_(std::move(session)),
+      claim_(std::move(claim)),
+      mount_(std::move(mount)) {}
+
+FuseExport::~FuseExport() { Stop(); }
+
+absl::Status FuseExport::StartQueues(std::vector<util::UniqueFd> devices,
+                                     const std::vector<int>& cpus) {
+  // Idle queue threads wait in a blocking read, which only a signal ends.
+  if (absl::Status status = InstallReadInterrupt(); !status.ok()) return status;
+  queues_.reserve(devices.size());
+  for (uint32_t i = 0; i < devices.size(); ++i) {
+    absl::StatusOr<std::unique_ptr<FuseDeviceTransport>> transport = FuseDeviceTransport::Create(
+        i, *session_, std::move(devices[i]),
+        [this](uint32_t index, bool failed) { OnQueueExit(index, failed); });
+    if (!transport.ok()) return transport.status();
+    absl::StatusOr<std::unique_ptr<QueueThread>> thread =
+        QueueThread::Start(session_, {.label = fmt::format("export '{}' queue {}", id(), i),
+                                      .thread_name = fmt::format("bexd-fuse-q{}", i),
+                                      .cpu = QueueCpu(cpus, i)});
+    if (!thread.ok()) return thread.status();
+    queues_.push_back({std::move(*transport), std::move(*thread)});
+  }
+  for (Queue& queue : queues_) {
+    serving_.fetch_add(1, std::memory_order_relaxed);
+    absl::Status status =
+        queue.thread->BeginRun(queue.transport.get(), FuseDeviceTransport::kSlots);
+    if (!status.ok()) {
+      serving_.fetch_sub(1, std::memory_order_relaxed);
+      return status;
+    }
+  }
+  if (serving_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    return absl::UnavailableError("the FUSE connection ended while the export was starting");
+  }
+  return absl::OkStatus();
+}
+
+void FuseExport::OnQueueExit(uint32_t index, bool failed) {
+  // When the connection ends every queue fails at once; one warning says it.
+  if (failed && !stop_requested_.load(std::memory_order_acquire) &&
+      !ending_.exchange(true, std::memory_order_acq_rel)) {
+    log::Warn("export '{}': queue {} stopped serving; stopping the export", id(), index);
+    for (Queue& queue : queues_) queue.thread->RequestStop();
+  }
+  // The last queue out cleans up unless Stop() is under way and will do it after joining.
+  if (serving_.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+      !stop_requested_.load(std::memory_order_acquire)) {
+    TearDown();
+    // An abort through /sys/fs/fuse/connections and a malformed request both leave the mount in
+    // place; the queue's own message above tells them apart.
+    ReportEnded(mount_.unmounted_from_outside()
+                    ? fmt::format("'{}' was unmounted from outside", mountpoint_)
+                    : "its FUSE connection was aborted or failed");
+  }
+}
+
+void FuseExport::Stop() {
+  std::lock_guard lock(stop_mutex_);
+  stop_requested_.store(true, std::memory_order_release);
+  for (Queue& queue : queues_) queue.thread->RequestStop();
+  for (Queue& queue : queues_) queue.thread->Exit();
+  TearDown();
+}
+
+void FuseExport::TearDown() {
+  std::lock_guard lock(teardown_mutex_);
+  if (torn_down_) return;
+  torn_down_ = true;
+  FlushAfterLastReply();
+  mount_.Unmount();
+  // Closing the last descriptor aborts the connection: requests that were never read (callers
+  // of a lazily detached mount) fail instead of waiting forever.
+  for (Queue& queue : queues_) queue.transport->CloseDevice();
+  claim_.Release();
+  log::Info("export '{}': stopped; '{}' is unmounted", id(), mountpoint_);
+}
+
+bool FuseExport::in_use() const { return session_->open_handles() > 0; }
+
+std::vector<fuse::QueueStatsSnapshot> FuseExport::Stats() const {
+  std::vector<fuse::QueueStatsSnapshot> stats;
+  stats.reserve(queues_.size());
+  for (const Queue& queue : queues_) stats.push_back(queue.thread->Stats());
+  return stats;
+}
+
+}  // namespace bexd::exports

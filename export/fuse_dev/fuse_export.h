@@ -1,0 +1,81 @@
+// The FUSE export: one block node presented as a regular file mounted over an existing regular
+// file, served by one thread per /dev/fuse queue. See docs/fuse-export.md.
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "block/block_node.h"
+#include "export/export.h"
+#include "export/fuse_dev/device_transport.h"
+#include "export/fuse_dev/fuse_mount.h"
+#include "export/fuse_dev/fuse_mountpoint.h"
+#include "export/options.h"
+#include "export/queue/queue_thread.h"
+#include "fuse/session.h"
+
+namespace bexd::exports {
+
+class FuseExport final : public Export {
+ public:
+  // More queues than this is a configuration mistake, not a need.
+  static constexpr uint32_t kMaxQueues = 256;
+
+  // Mounts and starts every queue thread; returns once the export serves requests. `on_ended`
+  // runs when the connection ends without Stop() (see Export::EndedFn). Through StartExport(),
+  // which checks the shared options and creates `session`.
+  static absl::StatusOr<std::unique_ptr<FuseExport>> Start(const ExportOptions& options,
+                                                           std::shared_ptr<block::BlockNode> node,
+                                                           std::shared_ptr<fuse::Session> session,
+                                                           EndedFn on_ended);
+  ~FuseExport() override;
+
+  std::string type() const override { return "fuse"; }
+  void Stop() override;
+  bool in_use() const override;
+  std::vector<fuse::QueueStatsSnapshot> Stats() const override;
+
+  const std::string& mountpoint() const { return mountpoint_; }
+
+ private:
+  FuseExport(const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
+             std::shared_ptr<fuse::Session> session, MountpointClaim claim, FuseMount mount,
+             EndedFn on_ended);
+
+  absl::Status StartQueues(std::vector<util::UniqueFd> devices, const std::vector<int>& cpus);
+  void OnQueueExit(uint32_t index, bool failed);
+  // Flushes the node, unmounts, closes the queue descriptors and releases the mountpoint. Runs
+  // once, after every queue thread has stopped serving.
+  void TearDown();
+
+  const std::string mountpoint_;
+  const std::shared_ptr<fuse::Session> session_;
+  MountpointClaim claim_;
+  FuseMount mount_;
+  struct Queue {
+    std::unique_ptr<FuseDeviceTransport> transport;
+    std::unique_ptr<QueueThread> thread;  // destroyed (joined) before its transport
+  };
+  std::vector<Queue> queues_;  // fixed once StartQueues() ran
+  // Queue threads still serving, plus one held by StartQueues() while it starts them, so that
+  // queues ending early cannot tear down an export that is still starting.
+  std::atomic<uint32_t> serving_{1};
+  std::atomic<bool> stop_requested_{false};
+  // Set by the first queue that ends on its own, which stops the others.
+  std::atomic<bool> ending_{false};
+  std::mutex stop_mutex_;  // serializes Stop()
+  std::mutex teardown_mutex_;
+  bool torn_down_ = false;
+};
+
+// Queues for num-queues=0: one per CPU this process may run on.
+uint32_t DefaultFuseQueueCount();
+
+}  // namespace bexd::exports

@@ -1,0 +1,29 @@
+#include "util/eventfd.h"
+
+#include <errno.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+#include "util/status.h"
+
+namespace bexd::util {
+
+absl::StatusOr<UniqueFd> CreateEventFd() {
+  UniqueFd fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!fd) return ErrnoStatus(errno, "cannot create an eventfd");
+  return fd;
+}
+
+void SignalEventFd(int fd) {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof(one));
+}
+
+void DrainEventFd(int fd) {
+  uint64_t count;
+  [[maybe_unused]] ssize_t n = ::read(fd, &count, sizeof(count));
+}
+
+}  // namespace bexd::util

@@ -1,0 +1,22 @@
+// An eventfd as a wake-up between threads: one side signals, the other waits for it to become
+// readable (in epoll or poll) and drains it. Used for stop requests, posted tasks, and the vring
+// call and error notifications of vhost-user.
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include "util/unique_fd.h"
+
+namespace bexd::util {
+
+// A non-blocking, close-on-exec eventfd with its counter at 0.
+absl::StatusOr<UniqueFd> CreateEventFd();
+
+// Adds 1 to the counter, making the fd readable. Never blocks: a saturated counter (EAGAIN) is
+// readable already. Safe from any thread.
+void SignalEventFd(int fd);
+
+// Resets the counter to 0, so a level-triggered wait does not report it again.
+void DrainEventFd(int fd);
+
+}  // namespace bexd::util
