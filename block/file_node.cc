@@ -13,6 +13,7 @@
 
 #include "block/file_lock.h"
 #include "block/file_queue.h"
+#include "block/uring_ring.h"
 #include "util/log.h"
 
 namespace bexd::block {
@@ -26,15 +27,27 @@ bool IsPowerOfTwo(uint32_t value) { return value != 0 && (value & (value - 1)) =
 
 }  // namespace
 
+const char* AioModeName(AioMode aio) {
+  switch (aio) {
+    case AioMode::kNative:
+      return "native";
+    case AioMode::kThreads:
+      return "threads";
+    case AioMode::kIoUring:
+      return "io_uring";
+  }
+  return "?";
+}
+
 absl::StatusOr<std::shared_ptr<FileNode>> FileNode::Open(std::string node_name,
-                                                         const FileOptions& options,
-                                                         bool read_only) {
+                                                         const FileOptions& options, bool read_only,
+                                                         bool auto_read_only) {
   if (options.filename.empty()) {
     return absl::InvalidArgumentError(
         fmt::format("node '{}': the file driver needs a filename", node_name));
   }
   std::shared_ptr<FileNode> node(new FileNode(std::move(node_name), options, read_only));
-  absl::Status status = node->Init();
+  absl::Status status = node->Init(auto_read_only);
   if (!status.ok()) return status;
   return node;
 }
@@ -43,10 +56,19 @@ FileNode::~FileNode() {
   if (fd_ >= 0) close(fd_);
 }
 
-absl::Status FileNode::Init() {
+absl::Status FileNode::Init(bool auto_read_only) {
   const std::string& filename = options_.filename;
-  int flags = (read_only_ ? O_RDONLY : O_RDWR) | O_CLOEXEC | (direct() ? O_DIRECT : 0);
-  fd_ = open(filename.c_str(), flags);
+  const int flags = O_CLOEXEC | (direct() ? O_DIRECT : 0);
+  fd_ = open(filename.c_str(), flags | (read_only_ ? O_RDONLY : O_RDWR));
+  if (fd_ < 0 && !read_only_ && auto_read_only &&
+      (errno == EACCES || errno == EROFS || errno == EPERM)) {
+    log::Info(
+        "node '{}': '{}' cannot be opened for writing ({}); opening it read-only "
+        "(auto-read-only)",
+        node_name(), filename, std::strerror(errno));
+    read_only_ = true;
+    fd_ = open(filename.c_str(), flags | O_RDONLY);
+  }
   if (fd_ < 0) {
     int error = errno;
     std::string message = fmt::format("node '{}': cannot open '{}'", node_name(), filename);
@@ -59,6 +81,12 @@ absl::Status FileNode::Init() {
   if (fstat(fd_, &st) != 0) {
     return absl::ErrnoToStatus(errno,
                                fmt::format("node '{}': cannot stat '{}'", node_name(), filename));
+  }
+  if (options_.host_device && !S_ISBLK(st.st_mode) && !S_ISCHR(st.st_mode)) {
+    // QEMU's text (hdev_open), which scripts may match.
+    return absl::InvalidArgumentError(fmt::format(
+        "node '{}': 'host_device' driver requires '{}' to be either a character or block device",
+        node_name(), filename));
   }
   if (S_ISBLK(st.st_mode)) {
     is_block_device_ = true;
@@ -87,6 +115,14 @@ absl::Status FileNode::Init() {
   if (direct()) {
     status = DetectAlignment();
     if (!status.ok()) return status;
+  }
+  if (options_.aio == AioMode::kIoUring) {
+    // Refused at open rather than when an export starts its first queue.
+    auto ring = UringRing::Create(1, -1);
+    if (!ring.ok()) {
+      return absl::Status(ring.status().code(), fmt::format("node '{}': {}", node_name(),
+                                                            std::string(ring.status().message())));
+    }
   }
   if (options_.aio == AioMode::kNative && !read_only_ && !options_.cache_no_flush) {
     ProbeAioFdsync();
@@ -234,8 +270,7 @@ std::optional<uint64_t> FileNode::AllocatedBytes() const {
 
 std::string FileNode::description() const {
   return fmt::format("file '{}' ({}, aio={}, cache.direct={}{})", options_.filename,
-                     read_only_ ? "read-only" : "writable",
-                     options_.aio == AioMode::kNative ? "native" : "threads",
+                     read_only_ ? "read-only" : "writable", AioModeName(options_.aio),
                      direct() ? "on" : "off", options_.cache_no_flush ? ", cache.no-flush=on" : "");
 }
 

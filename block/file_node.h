@@ -20,10 +20,11 @@ namespace bexd::block {
 class FileNode final : public BlockNode, public std::enable_shared_from_this<FileNode> {
  public:
   static absl::StatusOr<std::shared_ptr<FileNode>> Open(std::string node_name,
-                                                        const FileOptions& options, bool read_only);
+                                                        const FileOptions& options, bool read_only,
+                                                        bool auto_read_only = false);
   ~FileNode() override;
 
-  std::string driver_name() const override { return "file"; }
+  std::string driver_name() const override { return options_.host_device ? "host_device" : "file"; }
   uint64_t size() const override { return size_.load(std::memory_order_acquire); }
   bool read_only() const override { return read_only_; }
   uint32_t request_alignment() const override;
@@ -66,13 +67,13 @@ class FileNode final : public BlockNode, public std::enable_shared_from_this<Fil
  private:
   FileNode(std::string node_name, const FileOptions& options, bool read_only)
       : BlockNode(std::move(node_name)), options_(options), read_only_(read_only) {}
-  absl::Status Init();
+  absl::Status Init(bool auto_read_only);
   absl::Status DetectAlignment();
   void ProbeAioFdsync();
   int64_t SettleDurable(bool flush, int64_t result);
 
   const FileOptions options_;
-  const bool read_only_;
+  bool read_only_;  // set before Init() returns, fixed after
   int fd_ = -1;
   bool is_block_device_ = false;
   std::atomic<uint64_t> size_{0};

@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "block/file_worker.h"
 #include "block/request_check.h"
+#include "util/log.h"
+#include "util/rate_limit.h"
 
 namespace bexd::block {
 namespace {
@@ -22,8 +25,16 @@ absl::StatusOr<std::unique_ptr<FileQueue>> FileQueue::Create(std::shared_ptr<Fil
   int event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd < 0) return absl::ErrnoToStatus(errno, "cannot create the completion eventfd");
   std::unique_ptr<FileQueue> queue(new FileQueue(node, event_fd));
-  bool native = node->options().aio == AioMode::kNative;
-  if (native) {
+  const AioMode aio = node->options().aio;
+  if (aio == AioMode::kIoUring) {
+    auto ring = UringRing::Create(kAioDepth, event_fd);
+    if (!ring.ok()) {
+      close(event_fd);
+      return ring.status();
+    }
+    queue->uring_ = *std::move(ring);
+  }
+  if (aio == AioMode::kNative) {
     int error = io_setup(kAioDepth, &queue->aio_);
     if (error != 0) {
       queue->aio_ = nullptr;
@@ -33,8 +44,9 @@ absl::StatusOr<std::unique_ptr<FileQueue>> FileQueue::Create(std::shared_ptr<Fil
                                              kAioDepth));
     }
   }
-  auto workers = WorkerPool::Start(native ? kHelperThreadsForNative : kThreadsPerQueue, event_fd,
-                                   [node] { return std::make_unique<FileWorker>(node); });
+  auto workers =
+      WorkerPool::Start(aio != AioMode::kThreads ? kHelperThreadsForAsync : kThreadsPerQueue,
+                        event_fd, [node] { return std::make_unique<FileWorker>(node); });
   if (!workers.ok()) return workers.status();
   queue->workers_ = std::move(*workers);
   return queue;
@@ -42,6 +54,7 @@ absl::StatusOr<std::unique_ptr<FileQueue>> FileQueue::Create(std::shared_ptr<Fil
 
 FileQueue::~FileQueue() {
   workers_.reset();
+  uring_.reset();  // waits for what the kernel took
   // io_destroy waits for every request still in the kernel, so no buffer is touched afterwards.
   if (aio_ != nullptr) io_destroy(aio_);
   close(event_fd_);
@@ -68,19 +81,21 @@ void FileQueue::Submit(IoRequest* request) {
     case IoOp::kRead:
     case IoOp::kWrite:
       if (request->length == 0) return CompleteLater(request, 0);
-      if (PrepareAio(request)) return aio_waiting_.PushBack(request);
+      if (ToAsync(request)) return;
       return ToWorkers(request);
     case IoOp::kFlush:
       if (node_->read_only() || options.cache_no_flush) return CompleteLater(request, 0);
-      if (PrepareAio(request)) return aio_waiting_.PushBack(request);
+      if (ToAsync(request)) return;
       return ToWorkers(request);
     case IoOp::kDiscard:
       if (options.discard == DiscardMode::kIgnore || request->length == 0) {
         return CompleteLater(request, static_cast<int64_t>(request->length));
       }
+      if (ToAsync(request)) return;
       return ToWorkers(request);
     case IoOp::kWriteZeroes:
       if (request->length == 0) return CompleteLater(request, 0);
+      if (ToAsync(request)) return;
       return ToWorkers(request);
     case IoOp::kAllocate:
       if (request->length == 0) return CompleteLater(request, 0);
@@ -88,6 +103,20 @@ void FileQueue::Submit(IoRequest* request) {
     case IoOp::kBlockStatus:
       return ToWorkers(request);
   }
+}
+
+bool FileQueue::ToAsync(IoRequest* request) {
+  if (uring_ != nullptr) {
+    if (!UringRing::Carries(*request, *node_)) return false;
+    if (HasData(request->op) &&
+        !node_->IsAligned(request->offset, request->length, request->iov, request->iovcnt)) {
+      return false;
+    }
+  } else if (!PrepareAio(request)) {
+    return false;
+  }
+  aio_waiting_.PushBack(request);
+  return true;
 }
 
 bool FileQueue::PrepareAio(IoRequest* request) {
@@ -122,6 +151,29 @@ bool FileQueue::PrepareAio(IoRequest* request) {
 }
 
 void FileQueue::SubmitAio() {
+  if (uring_ != nullptr) return SubmitRing();
+  if (aio_ != nullptr) SubmitLibaio();
+}
+
+void FileQueue::SubmitRing() {
+  while (!aio_waiting_.empty() && in_kernel_ < kAioDepth &&
+         uring_->Prepare(aio_waiting_.front(), *node_)) {
+    aio_waiting_.PopFront();
+    ++in_kernel_;
+  }
+  int submitted = uring_->Submit();
+  if (submitted >= 0) return;
+  // The prepared SQEs stay in the ring and go with the next Submit(). EAGAIN and EBUSY pass once
+  // the kernel completes something; with nothing of ours in flight, no completion would wake this
+  // thread, so wake it for a retry.
+  static log::RateLimit limit;
+  log::Limited(limit, log::Level::kWarn, "node '{}': io_uring submission failed: {}",
+               node_->node_name(), std::strerror(-submitted));
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t written = write(event_fd_, &one, sizeof(one));
+}
+
+void FileQueue::SubmitLibaio() {
   while (!aio_waiting_.empty() && in_kernel_ < kAioDepth) {
     uint32_t count = 0;
     for (IoRequest* request = aio_waiting_.front();
@@ -142,26 +194,42 @@ void FileQueue::SubmitAio() {
   }
 }
 
+void FileQueue::AsyncDone(IoRequest* request, int64_t result, RequestList* finished) {
+  FileRequestState* state = State(request);
+  const bool fallocate = request->op == IoOp::kDiscard || request->op == IoOp::kWriteZeroes;
+  // The ring's fallocate where the filesystem lacks the mode, and the rare EAGAIN/EINTR the
+  // kernel leaves to the submitter: the worker's path has every fallback and retries.
+  if (result == -EAGAIN || result == -EINTR || (fallocate && FallocateNotSupported(-result))) {
+    return ToWorkers(request);
+  }
+  if (result >= 0 && HasData(request->op) && static_cast<uint64_t>(result) != request->length) {
+    // A short read (end of file) or write: a worker finishes or fails the rest.
+    state->done = static_cast<uint64_t>(result);
+    return ToWorkers(request);
+  }
+  if (result >= 0 && fallocate) result = static_cast<int64_t>(request->length);
+  state->result = node_->KernelResult(*request, result);
+  finished->PushBack(request);
+}
+
 void FileQueue::ReapAio(RequestList* finished) {
+  if (uring_ != nullptr) {
+    in_kernel_ -= uring_->Reap([this, finished](IoRequest* request, int64_t result) {
+      AsyncDone(request, result, finished);
+    });
+    return;
+  }
+  if (aio_ != nullptr) ReapLibaio(finished);
+}
+
+void FileQueue::ReapLibaio(RequestList* finished) {
   static const struct timespec kNoWait = {0, 0};
   while (in_kernel_ > 0) {
     int count = io_getevents(aio_, 0, kAioDepth, events_, const_cast<struct timespec*>(&kNoWait));
     if (count <= 0) return;
     in_kernel_ -= static_cast<uint32_t>(count);
     for (int i = 0; i < count; ++i) {
-      IoRequest* request = RequestOf(events_[i].obj);
-      FileRequestState* state = State(request);
-      auto result = static_cast<long>(events_[i].res);
-      if (result < 0 || request->op == IoOp::kFlush ||
-          static_cast<uint64_t>(result) == request->length) {
-        state->result = node_->KernelResult(*request, result);
-      } else {
-        // A short read (end of file) or write: a worker finishes or fails the rest.
-        state->done = static_cast<uint64_t>(result);
-        ToWorkers(request);
-        continue;
-      }
-      finished->PushBack(request);
+      AsyncDone(RequestOf(events_[i].obj), static_cast<long>(events_[i].res), finished);
     }
     if (count < static_cast<int>(kAioDepth)) return;
   }

@@ -1,7 +1,10 @@
 // One queue thread's I/O context on a FileNode. With aio=native, aligned reads and writes (and
 // fdatasync where the kernel supports IOCB_CMD_FDSYNC) go to this queue's own libaio context,
 // batched into one io_submit per Poll(); the rest runs on a one-thread worker pool. With
-// aio=threads every request runs on a pool of kThreadsPerQueue workers. libaio and the workers
+// aio=io_uring this queue's own ring (uring_ring.h) takes the same reads and writes, every flush,
+// and the fallocate of discard and write-zeroes on regular files, again one submission per Poll();
+// the rest (and what the ring could not finish) goes to the one-thread pool. With aio=threads
+// every request runs on a pool of kThreadsPerQueue workers. libaio, the ring and the workers
 // signal the same eventfd, which is event_fd().
 #pragma once
 
@@ -14,6 +17,7 @@
 #include "block/block_node.h"
 #include "block/file_node.h"
 #include "block/request_list.h"
+#include "block/uring_ring.h"
 #include "block/worker_pool.h"
 
 namespace bexd::block {
@@ -23,7 +27,7 @@ class FileQueue final : public IoQueue {
   // Requests in the kernel at once per queue; more wait in the queue for the next Poll().
   static constexpr uint32_t kAioDepth = 256;
   static constexpr int kThreadsPerQueue = 4;
-  static constexpr int kHelperThreadsForNative = 1;
+  static constexpr int kHelperThreadsForAsync = 1;  // aio=native and aio=io_uring
 
   static absl::StatusOr<std::unique_ptr<FileQueue>> Create(std::shared_ptr<FileNode> node);
   // Waits for requests in the kernel and on workers; their callbacks never run.
@@ -40,21 +44,29 @@ class FileQueue final : public IoQueue {
 
   void CompleteLater(IoRequest* request, int64_t result);
   void ToWorkers(IoRequest* request);
+  // Queues the request for libaio or the ring if one takes it.
+  bool ToAsync(IoRequest* request);
   bool PrepareAio(IoRequest* request);
   void SubmitAio();
+  void SubmitLibaio();
+  void SubmitRing();
   void ReapAio(RequestList* finished);
+  void ReapLibaio(RequestList* finished);
+  // A result from libaio or the ring: finished, or the rest handed to the workers.
+  void AsyncDone(IoRequest* request, int64_t result, RequestList* finished);
   void DispatchJobs();
 
   std::shared_ptr<FileNode> node_;
   const int event_fd_;
-  io_context_t aio_ = nullptr;  // aio=native only
+  io_context_t aio_ = nullptr;        // aio=native only
+  std::unique_ptr<UringRing> uring_;  // aio=io_uring only
   std::unique_ptr<WorkerPool> workers_;
 
   RequestList aio_waiting_;  // prepared iocbs not yet given to io_submit
   RequestList jobs_;         // for the workers at the next Poll()
   RequestList local_;        // completed without I/O; callbacks run at the next Poll()
   uint32_t jobs_count_ = 0;
-  uint32_t in_kernel_ = 0;
+  uint32_t in_kernel_ = 0;  // given to libaio or the ring, not yet reaped
   uint32_t in_workers_ = 0;
   uint32_t in_flight_ = 0;
   struct iocb* batch_[kAioDepth];

@@ -23,12 +23,11 @@ constexpr size_t kBounceMinSize = size_t{1} << 20;
 uint64_t AlignDown(uint64_t value, uint64_t align) { return value & ~(align - 1); }
 uint64_t AlignUp(uint64_t value, uint64_t align) { return AlignDown(value + align - 1, align); }
 
-// fallocate modes a filesystem or device may not implement; writing zeroes works everywhere.
-bool NotSupported(int error) {
+}  // namespace
+
+bool FallocateNotSupported(int error) {
   return error == EOPNOTSUPP || error == ENOSYS || error == EINVAL || error == ENODEV;
 }
-
-}  // namespace
 
 FileWorker::FileWorker(std::shared_ptr<FileNode> node) : node_(std::move(node)), slice_(IOV_MAX) {}
 
@@ -248,12 +247,12 @@ int64_t FileWorker::WriteZeroes(const IoRequest& request) {
     if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length) == 0) {
       return static_cast<int64_t>(request.length);
     }
-    if (!NotSupported(errno)) return -errno;
+    if (!FallocateNotSupported(errno)) return -errno;
   }
   if (fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, offset, length) == 0) {
     return static_cast<int64_t>(request.length);
   }
-  if (!NotSupported(errno)) return -errno;
+  if (!FallocateNotSupported(errno)) return -errno;
   int error = WriteZeroesByWriting(request.offset, request.length);
   return error != 0 ? error : static_cast<int64_t>(request.length);
 }

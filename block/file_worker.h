@@ -31,6 +31,10 @@ struct FileRequestState : RequestLink {
   int64_t result;
 };
 
+// Whether fallocate failed with `error` because the filesystem or device lacks the mode (writing
+// zeroes works everywhere).
+bool FallocateNotSupported(int error);
+
 class FileWorker final : public Worker {
  public:
   explicit FileWorker(std::shared_ptr<FileNode> node);

@@ -83,6 +83,10 @@ absl::StatusOr<std::string> BlockGraph::Open(const BlockdevOptions& options, boo
   if (Find(named.node_name) != nullptr) return duplicate(named.node_name);
   // A writable format node writes through its file child (and locks its image for writing);
   // the backing child is only ever read.
+  if (!named.read_only && named.auto_read_only && open_children.file != nullptr &&
+      open_children.file->read_only()) {
+    named.read_only = true;  // its file child fell back to read-only
+  }
   if (!named.read_only && open_children.file != nullptr && open_children.file->read_only()) {
     return absl::InvalidArgumentError(fmt::format(
         "node '{}': its file child '{}' is read-only, so the node cannot be writable (give it "

@@ -68,7 +68,7 @@ absl::StatusOr<std::shared_ptr<BlockNode>> OpenBlockNode(const BlockdevOptions& 
         if constexpr (std::is_same_v<Driver, NullOptions>) {
           return OpenNullNode(name, driver, options.read_only);
         } else if constexpr (std::is_same_v<Driver, FileOptions>) {
-          auto node = FileNode::Open(name, driver, options.read_only);
+          auto node = FileNode::Open(name, driver, options.read_only, options.auto_read_only);
           if (!node.ok()) return node.status();
           return std::shared_ptr<BlockNode>(*std::move(node));
         } else if constexpr (std::is_same_v<Driver, RawOptions>) {
@@ -107,6 +107,7 @@ absl::StatusOr<std::optional<BlockdevOptions>> ImageBackingOptions(
     protocol = image_file->options();
   }
   protocol.filename = (*backing)->filename;
+  protocol.host_device = false;  // QEMU opens a backing file named in a header with `file`
   BlockdevOptions file_options;
   file_options.read_only = true;
   file_options.driver = protocol;

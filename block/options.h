@@ -17,12 +17,18 @@ struct NullOptions {
   bool operator==(const NullOptions&) const = default;
 };
 
-enum class AioMode { kNative, kThreads };
+enum class AioMode { kNative, kThreads, kIoUring };
+
+// QEMU's name for the mode (aio=...).
+const char* AioModeName(AioMode aio);
 enum class DiscardMode { kIgnore, kUnmap };
 enum class LockingMode { kAuto, kOn, kOff };
 
 struct FileOptions {
   std::string filename;
+  // driver=host_device (QEMU's name for block devices): the file must be one. driver=file takes
+  // regular files and block devices both.
+  bool host_device = false;
   AioMode aio = AioMode::kNative;
   bool cache_direct = false;
   bool cache_no_flush = false;
@@ -111,6 +117,9 @@ struct BlockdevOptions {
   // Required at the top; an inline child without one gets an automatic name ("#block123").
   std::string node_name;
   bool read_only = false;
+  // QEMU's auto-read-only: a node not asked to be read-only opens read-only when its image cannot
+  // be opened for writing (read-only file system, no permission).
+  bool auto_read_only = false;
   std::variant<NullOptions, FileOptions, RawOptions, Qcow2Options, RbdOptions, NbdOptions> driver;
   std::optional<ChildRef> file;     // format drivers' protocol child
   std::optional<ChildRef> backing;  // qcow2; unset: the one the image header names

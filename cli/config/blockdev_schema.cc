@@ -22,10 +22,10 @@ block::FileOptions ReadFileOptions(OptionReader& reader) {
   block::FileOptions file;
   reader.RequiredString("filename", &file.filename);
   if (reader.ok()) file.filename = AbsolutePath(file.filename);
-  if (reader.Peek("aio") == "io_uring") {
-    reader.Fail("aio", "io_uring is not supported by bexd; use native or threads");
-  }
-  reader.Enum("aio", &file.aio, {{"native", AioMode::kNative}, {"threads", AioMode::kThreads}});
+  reader.Enum("aio", &file.aio,
+              {{"native", AioMode::kNative},
+               {"threads", AioMode::kThreads},
+               {"io_uring", AioMode::kIoUring}});
   reader.Enum("locking", &file.locking,
               {{"auto", LockingMode::kAuto}, {"on", LockingMode::kOn}, {"off", LockingMode::kOff}});
   return file;
@@ -145,8 +145,8 @@ void SetDefault(json* object, const std::string& key, const json& value) {
 
 // QEMU's inherited options (bdrv_inherited_options, bdrv_backing_options): a child defined
 // inline takes its parent's cache.direct and cache.no-flush unless it sets them. A file child
-// also takes the parent's read-only and passes discards on (unmap: the format node above decides
-// whether they reach it); a backing child is read-only unless it says otherwise.
+// also takes the parent's read-only and auto-read-only and passes discards on (unmap: the format
+// node above decides whether they reach it); a backing child is read-only unless it says otherwise.
 json InheritedOptions(const json& parent, json child, std::string_view role, Syntax syntax) {
   if (auto cache = parent.find("cache"); cache != parent.end() && cache->is_object()) {
     json& child_cache = child["cache"];
@@ -162,6 +162,9 @@ json InheritedOptions(const json& parent, json child, std::string_view role, Syn
     return child;
   }
   if (parent.contains("read-only")) SetDefault(&child, "read-only", parent["read-only"]);
+  if (parent.contains("auto-read-only")) {
+    SetDefault(&child, "auto-read-only", parent["auto-read-only"]);
+  }
   SetDefault(&child, "discard", "unmap");
   return child;
 }
@@ -217,6 +220,7 @@ absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax synt
     if (!name_status.ok()) reader.Fail("node-name", std::string(name_status.message()));
   }
   reader.Bool("read-only", &options.read_only);
+  reader.Bool("auto-read-only", &options.auto_read_only);
 
   // QEMU accepts the cache and discard options for every driver: `file` acts on all of them,
   // format drivers on discard, and children defined inline inherit them.
@@ -232,8 +236,9 @@ absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax synt
                {"unmap", DiscardMode::kUnmap},
                {"on", DiscardMode::kUnmap}});
 
-  if (driver == "file") {
+  if (driver == "file" || driver == "host_device") {
     block::FileOptions file = ReadFileOptions(reader);
+    file.host_device = driver == "host_device";
     file.cache_direct = cache_direct;
     file.cache_no_flush = cache_no_flush;
     file.discard = discard;
@@ -260,9 +265,11 @@ absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax synt
   } else if (driver == "nbd") {
     options.driver = ReadNbdOptions(reader);
   } else if (reader.ok()) {
-    reader.Fail("driver", "'" + driver +
-                              "' is not supported by bexd (supported: file, null-co, raw, qcow2, "
-                              "rbd, nbd)");
+    reader.Fail(
+        "driver",
+        "'" + driver +
+            "' is not supported by bexd (supported: file, host_device, null-co, raw, qcow2, "
+            "rbd, nbd)");
   }
   absl::Status status = reader.Finish();
   if (!status.ok()) return status;

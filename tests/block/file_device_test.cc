@@ -36,7 +36,7 @@ TEST(FileDevice, LoopDevice) {
   std::string backing = dir.CreateFile("backing", kSize);
   LoopDevice loop(backing);
   if (loop.path().empty()) GTEST_SKIP() << "losetup is not available (needs root and loop)";
-  for (AioMode aio : {AioMode::kNative, AioMode::kThreads}) {
+  for (AioMode aio : testing::kAllAioModes) {
     auto node = testing::OpenFileOrFail(loop.path(), aio, true, DiscardMode::kUnmap);
     ASSERT_NE(node, nullptr);
     EXPECT_EQ(node->size(), kSize);
@@ -81,11 +81,31 @@ TEST(FileDevice, LoopDevice) {
   }
 }
 
+TEST(FileDevice, HostDeviceDriverOpensABlockDevice) {
+  testing::ScratchDir dir;
+  std::string backing = dir.CreateFile("backing", 4 << 20);
+  LoopDevice loop(backing);
+  if (loop.path().empty()) GTEST_SKIP() << "losetup is not available (needs root and loop)";
+  FileOptions options;
+  options.filename = loop.path();
+  options.host_device = true;
+  options.cache_direct = true;
+  auto node = testing::OpenFile(options);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ((*node)->driver_name(), "host_device");
+  EXPECT_EQ((*node)->size(), 4u << 20);
+  auto queue = testing::MakeQueue(**node);
+  std::vector<unsigned char> data = Pattern(4096, 9);
+  EXPECT_EQ(WriteAt(*queue, data.data(), data.size(), 8192), 4096);
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  EXPECT_EQ(testing::ReadFile(backing, 8192, 4096), data);
+}
+
 TEST(FileDevice, IoErrorsAreReportedAndTheQueueKeepsWorking) {
   testing::ScratchDir dir;
   FailingDisk image(dir.path(), 16 << 20);
   if (!image.ok()) GTEST_SKIP() << image.why_not();
-  for (AioMode aio : {AioMode::kNative, AioMode::kThreads}) {
+  for (AioMode aio : testing::kAllAioModes) {
     auto node = testing::OpenFileOrFail(image.path(), aio, /*direct=*/true);
     ASSERT_NE(node, nullptr);
     EXPECT_EQ(node->size(), 16u << 20);
@@ -137,10 +157,9 @@ class FailingWriteback : public ::testing::TestWithParam<AioMode> {
   std::optional<LoopDevice> loop_;  // declared last: detached before the disk goes
 };
 
-INSTANTIATE_TEST_SUITE_P(Aio, FailingWriteback,
-                         ::testing::Values(AioMode::kNative, AioMode::kThreads),
+INSTANTIATE_TEST_SUITE_P(Aio, FailingWriteback, ::testing::ValuesIn(testing::kAllAioModes),
                          [](const ::testing::TestParamInfo<AioMode>& info) {
-                           return info.param == AioMode::kNative ? "native" : "threads";
+                           return testing::AioTestName(info.param);
                          });
 
 TEST_P(FailingWriteback, FailedFlushStaysFailedUntilReopened) {
@@ -212,6 +231,37 @@ TEST_P(FailingWriteback, FailuresDoNotStickWithDirectIo) {
   EXPECT_EQ(node->flush_error(), 0);
 }
 
+// A read-only file system (EROFS even for root, whom permissions do not stop).
+TEST(FileDevice, AutoReadOnlyOpensAnUnwritableImageReadOnly) {
+  testing::ScratchDir dir;
+  std::string mountpoint = dir.path() + "/ro";
+  ASSERT_EQ(mkdir(mountpoint.c_str(), 0755), 0);
+  if (mount("tmpfs", mountpoint.c_str(), "tmpfs", 0, "size=1m") != 0) {
+    GTEST_SKIP() << "cannot mount a small tmpfs: " << strerror(errno);
+  }
+  std::string path = mountpoint + "/image";
+  ASSERT_EQ(testing::Shell("truncate -s 4096 '" + path + "'"), 0);
+  std::vector<unsigned char> data = Pattern(4096, 8);
+  testing::WriteFile(path, data, 0);
+  ASSERT_EQ(mount(nullptr, mountpoint.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr), 0)
+      << strerror(errno);
+  {
+    FileOptions options;
+    options.filename = path;
+    auto refused = testing::OpenFile(options);
+    EXPECT_FALSE(refused.ok());
+    auto node = testing::OpenFile(options, /*read_only=*/false, "disk0", /*auto_read_only=*/true);
+    ASSERT_TRUE(node.ok()) << node.status();
+    EXPECT_TRUE((*node)->read_only());
+    auto queue = testing::MakeQueue(**node);
+    std::vector<unsigned char> back(4096);
+    EXPECT_EQ(ReadAt(*queue, back.data(), back.size(), 0), 4096);
+    EXPECT_EQ(back, data);
+    EXPECT_EQ(WriteAt(*queue, data.data(), data.size(), 0), -EROFS);
+  }
+  EXPECT_EQ(umount(mountpoint.c_str()), 0);
+}
+
 TEST(FileDevice, FullFilesystemReportsNoSpace) {
   testing::ScratchDir dir;
   std::string mountpoint = dir.path() + "/small";
@@ -222,7 +272,7 @@ TEST(FileDevice, FullFilesystemReportsNoSpace) {
   {
     std::string path = mountpoint + "/image";
     ASSERT_EQ(testing::Shell("truncate -s 8M '" + path + "'"), 0);
-    for (AioMode aio : {AioMode::kNative, AioMode::kThreads}) {
+    for (AioMode aio : testing::kAllAioModes) {
       auto node = testing::OpenFileOrFail(path, aio, /*direct=*/false);
       ASSERT_NE(node, nullptr);
       auto queue = testing::MakeQueue(*node);

@@ -14,11 +14,16 @@
 #include "block/open.h"
 
 namespace bexd::block::testing {
+
+std::string AioTestName(AioMode aio) { return AioModeName(aio); }
+
 absl::StatusOr<std::shared_ptr<BlockNode>> OpenFile(const FileOptions& options, bool read_only,
-                                                    const std::string& node_name) {
+                                                    const std::string& node_name,
+                                                    bool auto_read_only) {
   BlockdevOptions blockdev;
   blockdev.node_name = node_name;
   blockdev.read_only = read_only;
+  blockdev.auto_read_only = auto_read_only;
   blockdev.driver = options;
   return OpenBlockNode(blockdev);
 }

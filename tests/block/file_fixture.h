@@ -17,9 +17,14 @@ namespace bexd::block::testing {
 
 using bexd::testing::ScratchDir;
 
+// Every aio mode, for suites that run in each; and a test-name part for one.
+inline constexpr AioMode kAllAioModes[] = {AioMode::kNative, AioMode::kThreads, AioMode::kIoUring};
+std::string AioTestName(AioMode aio);
+
 absl::StatusOr<std::shared_ptr<BlockNode>> OpenFile(const FileOptions& options,
                                                     bool read_only = false,
-                                                    const std::string& node_name = "disk0");
+                                                    const std::string& node_name = "disk0",
+                                                    bool auto_read_only = false);
 // A node on `path` with these modes; a gtest failure and nullptr if it does not open.
 std::shared_ptr<BlockNode> OpenFileOrFail(const std::string& path, AioMode aio, bool direct,
                                           DiscardMode discard = DiscardMode::kIgnore);

@@ -50,8 +50,7 @@ struct Mode {
 };
 
 std::string ModeName(const ::testing::TestParamInfo<Mode>& info) {
-  return std::string(info.param.aio == AioMode::kNative ? "Native" : "Threads") +
-         (info.param.direct ? "Direct" : "Buffered");
+  return testing::AioTestName(info.param.aio) + (info.param.direct ? "Direct" : "Buffered");
 }
 
 class FileIoTest : public ::testing::TestWithParam<Mode> {
@@ -301,12 +300,12 @@ TEST_P(FileIoTest, RequestsSubmittedFromACallbackStartWithinPoll) {
             std::vector<unsigned char>(pattern.begin() + 8192, pattern.begin() + 12288));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllModes, FileIoTest,
-                         ::testing::Values(Mode{AioMode::kNative, true},
-                                           Mode{AioMode::kNative, false},
-                                           Mode{AioMode::kThreads, true},
-                                           Mode{AioMode::kThreads, false}),
-                         ModeName);
+INSTANTIATE_TEST_SUITE_P(
+    AllModes, FileIoTest,
+    ::testing::Values(Mode{AioMode::kNative, true}, Mode{AioMode::kNative, false},
+                      Mode{AioMode::kThreads, true}, Mode{AioMode::kThreads, false},
+                      Mode{AioMode::kIoUring, true}, Mode{AioMode::kIoUring, false}),
+    ModeName);
 
 }  // namespace
 }  // namespace bexd::block

@@ -46,6 +46,23 @@ TEST(FileOpen, DirectoryIsRefused) {
       << read_only.status();
 }
 
+TEST(FileOpen, HostDeviceRefusesARegularFile) {
+  testing::ScratchDir dir;
+  std::string path = dir.CreateFile("image", 1 << 20);
+  FileOptions options = Options(path);
+  options.host_device = true;
+  auto node = testing::OpenFile(options);
+  ASSERT_FALSE(node.ok());
+  EXPECT_EQ(node.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(node.status().message(), "node 'disk0': 'host_device' driver requires '" + path +
+                                         "' to be either a character or block device");
+  // driver=file takes it.
+  options.host_device = false;
+  auto file = testing::OpenFile(options);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ((*file)->driver_name(), "file");
+}
+
 TEST(FileOpen, EmptyFilenameIsRefused) {
   auto node = testing::OpenFile(Options(""));
   ASSERT_FALSE(node.ok());

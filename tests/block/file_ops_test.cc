@@ -201,10 +201,9 @@ TEST_P(FileOpsTest, ConcurrentPartialBlockWritesLoseNothing) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllAio, FileOpsTest,
-                         ::testing::Values(AioMode::kNative, AioMode::kThreads),
+INSTANTIATE_TEST_SUITE_P(AllAio, FileOpsTest, ::testing::ValuesIn(testing::kAllAioModes),
                          [](const ::testing::TestParamInfo<AioMode>& info) {
-                           return info.param == AioMode::kNative ? "Native" : "Threads";
+                           return testing::AioTestName(info.param);
                          });
 
 }  // namespace

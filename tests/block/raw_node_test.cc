@@ -204,13 +204,13 @@ TEST_P(RawIoTest, DiscardIgnoreKeepsTheData) {
   ExpectFileIsExpected();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AioAndCache, RawIoTest,
-    ::testing::Combine(::testing::Values(AioMode::kNative, AioMode::kThreads), ::testing::Bool()),
-    [](const ::testing::TestParamInfo<std::tuple<AioMode, bool>>& info) {
-      return std::string(std::get<0>(info.param) == AioMode::kNative ? "Native" : "Threads") +
-             (std::get<1>(info.param) ? "Direct" : "Cached");
-    });
+INSTANTIATE_TEST_SUITE_P(AioAndCache, RawIoTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::kAllAioModes),
+                                            ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<AioMode, bool>>& info) {
+                           return testing::AioTestName(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "Direct" : "Cached");
+                         });
 
 class RawNodeTest : public ::testing::Test {
  protected:

@@ -64,6 +64,24 @@ TEST(BlockdevSchemaTest, FileFromKeyval) {
   EXPECT_EQ(file.locking, block::LockingMode::kOff);
 }
 
+TEST(BlockdevSchemaTest, HostDevice) {
+  absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(
+      Keyval("driver=host_device,node-name=disk0,filename=/dev/loop0,aio=native,cache.direct=on"),
+      Syntax::kKeyval);
+  ASSERT_TRUE(options.ok()) << options.status();
+  const auto& file = std::get<block::FileOptions>(options->driver);
+  EXPECT_TRUE(file.host_device);
+  EXPECT_EQ(file.filename, "/dev/loop0");
+  EXPECT_TRUE(file.cache_direct);
+}
+
+TEST(BlockdevSchemaTest, AioIoUring) {
+  absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(
+      Keyval("driver=file,node-name=disk0,filename=/img/disk.img,aio=io_uring"), Syntax::kKeyval);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(std::get<block::FileOptions>(options->driver).aio, block::AioMode::kIoUring);
+}
+
 TEST(BlockdevSchemaTest, FileFromJsonMatchesKeyval) {
   absl::StatusOr<json> object = ParseJsonText(
       R"({"driver":"file","node-name":"disk0","filename":"/img/disk.img",
@@ -133,20 +151,18 @@ TEST(BlockdevSchemaTest, KeyvalErrorsNameTheKey) {
             "filename: missing (required)");
   EXPECT_EQ(BlockdevError(Keyval("node-name=d,filename=x"), Syntax::kKeyval),
             "driver: missing (required)");
-  EXPECT_EQ(
-      BlockdevError(Keyval("driver=file,node-name=d,filename=x,aio=io_uring"), Syntax::kKeyval),
-      "aio: io_uring is not supported by bexd; use native or threads");
   EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=x,aio=posix"), Syntax::kKeyval),
-            "aio: expected one of native, threads; got \"posix\"");
-  EXPECT_EQ(
-      BlockdevError(Keyval("driver=vmdk,node-name=d"), Syntax::kKeyval),
-      "driver: 'vmdk' is not supported by bexd (supported: file, null-co, raw, qcow2, rbd, nbd)");
+            "aio: expected one of native, threads, io_uring; got \"posix\"");
+  EXPECT_EQ(BlockdevError(Keyval("driver=vmdk,node-name=d"), Syntax::kKeyval),
+            "driver: 'vmdk' is not supported by bexd (supported: file, host_device, null-co, raw, "
+            "qcow2, rbd, nbd)");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=d,latency-ns=-1"), Syntax::kKeyval),
             "latency-ns: expected a non-negative integer, got \"-1\"");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=9d"), Syntax::kKeyval),
             "node-name: '9d' must start with a letter (then letters, digits, -, . or _)");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=d,filename=x"), Syntax::kKeyval),
-            "filename: unknown option (known here: cache, discard, driver, latency-ns, node-name, "
+            "filename: unknown option (known here: auto-read-only, cache, discard, driver, "
+            "latency-ns, node-name, "
             "read-only, read-zeroes, size)");
   EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=x,cache.writeback=on"),
                           Syntax::kKeyval),
@@ -219,11 +235,13 @@ TEST(BlockdevSchemaTest, NbdErrors) {
                                  "reconnect-delay=-1"),
                           Syntax::kKeyval),
             "reconnect-delay: expected a non-negative integer, got \"-1\"");
-  EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
-                                 "open-timeout=5"),
-                          Syntax::kKeyval),
-            "open-timeout: unknown option (known here: cache, discard, driver, export, node-name, "
-            "read-only, reconnect-delay, server, tls-creds)");
+  EXPECT_EQ(
+      BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
+                           "open-timeout=5"),
+                    Syntax::kKeyval),
+      "open-timeout: unknown option (known here: auto-read-only, cache, discard, driver, export, "
+      "node-name, "
+      "read-only, reconnect-delay, server, tls-creds)");
 }
 
 TEST_F(SchemaTest, FuseExportFromKeyvalAsQsdWritesIt) {
