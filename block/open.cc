@@ -5,6 +5,7 @@
 
 #include "block/file_node.h"
 #include "block/null_node.h"
+#include "block/qcow2/node.h"
 
 namespace bexd::block {
 
@@ -24,6 +25,17 @@ absl::StatusOr<std::shared_ptr<BlockNode>> OpenBlockNode(const BlockdevOptions& 
         }
       },
       options.driver);
+}
+
+absl::StatusOr<std::shared_ptr<BlockNode>> OpenQcow2Node(const std::string& node_name,
+                                                         const Qcow2Options& options,
+                                                         bool read_only,
+                                                         std::shared_ptr<BlockNode> file,
+                                                         std::shared_ptr<BlockNode> backing) {
+  auto node =
+      qcow2::Qcow2Node::Open(node_name, options, read_only, std::move(file), std::move(backing));
+  if (!node.ok()) return node.status();
+  return std::shared_ptr<BlockNode>(std::move(*node));
 }
 
 }  // namespace bexd::block

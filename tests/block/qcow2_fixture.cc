@@ -1,0 +1,140 @@
+#include "tests/block/qcow2_fixture.h"
+
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "block/open.h"
+#include "block/qcow2/backing_name.h"
+#include "block/qcow2/node.h"
+#include "tests/block/file_fixture.h"
+#include "tests/block/queue_runner.h"
+
+namespace bexd::block::testing {
+namespace {
+
+int next_node = 0;
+
+absl::StatusOr<std::shared_ptr<BlockNode>> OpenFileNode(const std::string& path, bool read_only,
+                                                        const ImageOptions& options) {
+  FileOptions file;
+  file.filename = path;
+  file.aio = options.aio;
+  file.cache_direct = options.direct;
+  file.discard = options.qcow2.discard;
+  return OpenFile(file, read_only, "file" + std::to_string(next_node++));
+}
+
+bool HasQcow2Magic(const std::string& path) {
+  std::vector<unsigned char> magic = ReadFile(path, 0, 4);
+  return magic.size() == 4 && std::memcmp(magic.data(), "QFI\xfb", 4) == 0;
+}
+
+}  // namespace
+
+std::string RunCommand(const std::string& command, int expected_status) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) {
+    ADD_FAILURE() << "popen " << command;
+    return output;
+  }
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
+  int status = pclose(pipe);
+  int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  EXPECT_EQ(exit_status, expected_status) << command << "\n" << output;
+  return output;
+}
+
+absl::StatusOr<std::shared_ptr<BlockNode>> OpenImage(const std::string& path, bool read_only,
+                                                     const ImageOptions& options) {
+  auto file = OpenFileNode(path, read_only, options);
+  if (!file.ok()) return file.status();
+  auto info = qcow2::ReadQcow2ImageInfo(**file);
+  if (!info.ok()) return info.status();
+  std::shared_ptr<BlockNode> backing;
+  if (options.open_backing && !info->backing_file.empty()) {
+    auto backing_path = qcow2::ResolveBackingFileName(path, info->backing_file);
+    if (!backing_path.ok()) return backing_path.status();
+    bool qcow2 = info->backing_format.empty() ? HasQcow2Magic(*backing_path)
+                                              : info->backing_format == "qcow2";
+    ImageOptions backing_options = options;
+    backing_options.qcow2 = Qcow2Options();
+    if (qcow2) {
+      auto opened = OpenImage(*backing_path, true, backing_options);
+      if (!opened.ok()) return opened.status();
+      backing = *opened;
+    } else {
+      auto opened = OpenFileNode(*backing_path, true, backing_options);
+      if (!opened.ok()) return opened.status();
+      backing = *opened;
+    }
+  }
+  return OpenQcow2Node("fmt" + std::to_string(next_node++), options.qcow2, read_only, *file,
+                       backing);
+}
+
+std::shared_ptr<BlockNode> OpenImageOrFail(const std::string& path, bool read_only,
+                                           const ImageOptions& options) {
+  auto node = OpenImage(path, read_only, options);
+  EXPECT_TRUE(node.ok()) << node.status();
+  return node.ok() ? *node : nullptr;
+}
+
+std::vector<unsigned char> ReadAll(BlockNode& node, uint64_t chunk) {
+  std::unique_ptr<IoQueue> queue = MakeQueue(node);
+  std::vector<unsigned char> data(node.size());
+  if (queue == nullptr) return data;
+  for (uint64_t offset = 0; offset < data.size(); offset += chunk) {
+    uint64_t length = std::min<uint64_t>(chunk, data.size() - offset);
+    int64_t result = ReadAt(*queue, data.data() + offset, length, offset);
+    EXPECT_EQ(result, static_cast<int64_t>(length)) << "read at " << offset;
+    if (result != static_cast<int64_t>(length)) break;
+  }
+  return data;
+}
+
+std::vector<unsigned char> QemuContents(const std::string& image, const ScratchDir& dir) {
+  std::string raw = dir.path() + "/qemu-contents.raw";
+  RunCommand("qemu-img convert -U -O raw '" + image + "' '" + raw + "'");
+  std::vector<unsigned char> data = ReadFile(raw, 0, FileSize(raw));
+  std::remove(raw.c_str());
+  return data;
+}
+
+int64_t FirstDifference(const std::vector<unsigned char>& a, const std::vector<unsigned char>& b) {
+  size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i] != b[i]) return static_cast<int64_t>(i);
+  }
+  return a.size() == b.size() ? -1 : static_cast<int64_t>(n);
+}
+
+CheckResult QemuCheck(const std::string& image) {
+  CheckResult result;
+  std::string command = "qemu-img check --output=json '" + image + "' 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  char buffer[4096];
+  size_t n;
+  while (pipe != nullptr && (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
+    result.output.append(buffer, n);
+  }
+  int status = pipe != nullptr ? pclose(pipe) : -1;
+  result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto json = nlohmann::json::parse(result.output, nullptr, false);
+  if (json.is_object()) {
+    result.corruptions = json.value("corruptions", uint64_t{0});
+    result.leaks = json.value("leaks", uint64_t{0});
+  } else {
+    ADD_FAILURE() << "qemu-img check gave no JSON: " << result.output;
+  }
+  return result;
+}
+
+}  // namespace bexd::block::testing
