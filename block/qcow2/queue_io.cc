@@ -148,7 +148,7 @@ bool Qcow2Queue::ContinueReadWrite(IoRequest* request) {
           return true;
         }
         if (!IssueChild(request, file_.get(), IoOp::kWrite, extent.host, extent.length,
-                        fua ? kIoFua : 0)) {
+                        fua ? uint32_t{kIoFua} : 0)) {
           return false;
         }
         break;
