@@ -1,6 +1,7 @@
 #include "tests/block/qcow2_fixture.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <stdio.h>
 #include <sys/wait.h>
 
@@ -135,6 +136,68 @@ CheckResult QemuCheck(const std::string& image) {
     ADD_FAILURE() << "qemu-img check gave no JSON: " << result.output;
   }
   return result;
+}
+
+void WriteWithDepth(BlockNode& node, const std::vector<PlannedWrite>& writes, int depth) {
+  auto queue = MakeQueue(node);
+  ASSERT_NE(queue, nullptr);
+  std::vector<IoRequest> requests(depth);
+  std::vector<testing::Outcome> outcomes(depth);
+  std::vector<struct iovec> iovs(depth);
+  std::vector<bool> busy(depth, false);
+  size_t next = 0;
+  size_t finished = 0;
+  while (finished < writes.size()) {
+    for (int slot = 0; slot < depth; ++slot) {
+      if (busy[slot] && outcomes[slot].done) {
+        EXPECT_EQ(outcomes[slot].result, static_cast<int64_t>(requests[slot].length));
+        busy[slot] = false;
+        ++finished;
+      }
+      if (!busy[slot] && next < writes.size()) {
+        const PlannedWrite& write = writes[next++];
+        iovs[slot] = {const_cast<unsigned char*>(write.data.data()), write.data.size()};
+        outcomes[slot] = testing::Outcome();
+        testing::Prepare(&requests[slot], &outcomes[slot], IoOp::kWrite, write.offset,
+                         write.data.size(), &iovs[slot], 1);
+        busy[slot] = true;
+        queue->Submit(&requests[slot]);
+      }
+    }
+    queue->Poll();
+    if (queue->in_flight() > 0) {
+      struct pollfd pfd = {queue->event_fd(), POLLIN, 0};
+      poll(&pfd, 1, 100);
+      queue->Poll();
+    }
+  }
+  ASSERT_TRUE(testing::WaitIdle(*queue));
+}
+
+void ImageWithReference::Write(IoQueue& queue, const std::vector<unsigned char>& data,
+                               uint64_t offset) const {
+  EXPECT_EQ(WriteAt(queue, data.data(), data.size(), offset), static_cast<int64_t>(data.size()))
+      << "write at " << offset;
+  WriteFile(reference, data, offset);
+}
+
+CheckResult ImageWithReference::Verify(bool leaks_allowed) const {
+  CheckResult check = QemuCheck(image);
+  EXPECT_EQ(check.corruptions, 0u) << check.output;
+  if (!leaks_allowed) {
+    EXPECT_EQ(check.exit_status, 0) << check.output;
+    EXPECT_EQ(check.leaks, 0u) << check.output;
+  }
+  RunCommand("qemu-img compare -U -f qcow2 -F raw '" + image + "' '" + reference + "'");
+  return check;
+}
+
+ImageWithReference WithReference(const std::string& image, const ScratchDir& dir) {
+  ImageWithReference pair;
+  pair.image = image;
+  pair.reference = image + ".reference.raw";
+  RunCommand("qemu-img convert -U -O raw '" + image + "' '" + pair.reference + "'");
+  return pair;
 }
 
 }  // namespace bexd::block::testing

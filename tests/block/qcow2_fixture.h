@@ -52,4 +52,26 @@ struct CheckResult {
 };
 CheckResult QemuCheck(const std::string& image);
 
+// An image and a raw file that receive the same writes: the image through bexd, the raw file
+// with pwrite. Verify() closes nothing; close the node first.
+struct ImageWithReference {
+  std::string image;
+  std::string reference;
+  // Writes `data` at `offset` to both; a gtest failure if the queue does not write it all.
+  void Write(IoQueue& queue, const std::vector<unsigned char>& data, uint64_t offset) const;
+  // qemu-img check finds no corruption (and, unless `leaks_allowed`, no leak) and qemu-img
+  // compare finds the two equal. Returns the check.
+  CheckResult Verify(bool leaks_allowed = false) const;
+};
+
+// `image` as a raw file, made by qemu-img convert (the reference for later writes).
+ImageWithReference WithReference(const std::string& image, const ScratchDir& dir);
+
+// Keeps `depth` writes in flight on a queue of the calling thread until all are done.
+struct PlannedWrite {
+  uint64_t offset;
+  std::vector<unsigned char> data;
+};
+void WriteWithDepth(BlockNode& node, const std::vector<PlannedWrite>& writes, int depth);
+
 }  // namespace bexd::block::testing
