@@ -53,7 +53,7 @@ absl::StatusOr<SnapshotTable> ReadSnapshots(SyncIo& io, const ImageHeader& heade
 
 // Marks L1 entries that cannot be right (reserved bits, unaligned, past the end of the file).
 std::vector<uint64_t> MirrorL1(const std::vector<uint64_t>& l1, const Geometry& g,
-                               uint64_t file_size) {
+                               uint64_t file_size, const std::string& node_name) {
   std::vector<uint64_t> mirror(l1);
   uint64_t invalid = 0;
   for (uint64_t& entry : mirror) {
@@ -108,7 +108,8 @@ absl::StatusOr<ImageHeader> ReadImageHeader(SyncIo& io, uint64_t file_size) {
   return ParseHeader(bytes, file_size);
 }
 
-absl::StatusOr<LoadedImage> LoadImage(SyncIo& io, BlockNode& file, bool writable) {
+absl::StatusOr<LoadedImage> LoadImage(SyncIo& io, BlockNode& file, bool writable,
+                                      const std::string& node_name) {
   uint64_t file_size = file.size();
   auto header = ReadImageHeader(io, file_size);
   if (!header.ok()) return header.status();
@@ -150,11 +151,14 @@ absl::StatusOr<LoadedImage> LoadImage(SyncIo& io, BlockNode& file, bool writable
     if (!layout.ok()) return layout;
     if (!refcounts.ok()) return refcounts;
   } else {
-    if (!layout.ok()) log::Warn("{}", std::string(layout.message()));
+    if (!layout.ok()) {
+      log::Warn("node '{}': {} (the image may be damaged)", node_name,
+                std::string(layout.message()));
+    }
     // Reads never look at refcounts.
     if (!refcounts.ok()) std::fill(reftable->begin(), reftable->end(), 0);
   }
-  loaded.l1_mirror = MirrorL1(*l1, g, file_size);
+  loaded.l1_mirror = MirrorL1(*l1, g, file_size, node_name);
 
   if (writable) {
     // Autoclear bits flag extension data (bitmaps) as consistent; bexd does not keep it
@@ -170,9 +174,13 @@ absl::StatusOr<LoadedImage> LoadImage(SyncIo& io, BlockNode& file, bool writable
     if (header->incompatible_features & kIncompatDirty) {
       // Refcounts may lag behind (lazy refcounts): rebuild them, as QEMU repairs such an image
       // when it opens it writable.
+      log::Info("node '{}': the image is dirty (lazy refcounts); repairing its refcounts",
+                node_name);
       absl::Status status = RebuildRefcounts(io, file, &*header, *l1, snapshots->snapshots,
                                              snapshots->bytes, &*reftable);
       if (!status.ok()) return status;
+      log::Info("node '{}': refcounts rebuilt; new refcount table at {:#x}", node_name,
+                header->refcount_table_offset);
       status = WriteField(io, field::kIncompatibleFeatures,
                           header->incompatible_features & ~kIncompatDirty,
                           "clear the dirty bit after repairing the refcounts");

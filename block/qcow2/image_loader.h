@@ -26,7 +26,8 @@ struct LoadedImage {
 absl::StatusOr<ImageHeader> ReadImageHeader(SyncIo& io, uint64_t file_size);
 
 // Reads and validates everything; for a writable open also updates the header as QEMU does.
-// Errors are the bare reason; the caller names the node.
-absl::StatusOr<LoadedImage> LoadImage(SyncIo& io, BlockNode& file, bool writable);
+// Errors are the bare reason; the caller names the node. `node_name` names it in log lines.
+absl::StatusOr<LoadedImage> LoadImage(SyncIo& io, BlockNode& file, bool writable,
+                                      const std::string& node_name);
 
 }  // namespace bexd::block::qcow2

@@ -33,13 +33,9 @@ Qcow2ImageInfo InfoOf(const ImageHeader& header) {
 
 absl::StatusOr<Qcow2ImageInfo> ReadQcow2ImageInfo(BlockNode& file) {
   auto io = SyncIo::Create(file);
-  if (!io.ok()) return io.status();
+  if (!io.ok()) return Named(io.status(), file.node_name(), file);
   auto header = ReadImageHeader(**io, file.size());
-  if (!header.ok()) {
-    return absl::Status(
-        header.status().code(),
-        fmt::format("{}: {}", file.description(), std::string(header.status().message())));
-  }
+  if (!header.ok()) return Named(header.status(), file.node_name(), file);
   return InfoOf(*header);
 }
 
@@ -62,7 +58,7 @@ absl::StatusOr<std::shared_ptr<Qcow2Node>> Qcow2Node::Open(std::string node_name
   }
   auto io = SyncIo::Create(*file);
   if (!io.ok()) return Named(io.status(), node_name, *file);
-  auto loaded = LoadImage(**io, *file, !read_only);
+  auto loaded = LoadImage(**io, *file, !read_only, node_name);
   if (!loaded.ok()) return Named(loaded.status(), node_name, *file);
   io->reset();
   const ImageHeader& header = loaded->engine.header;

@@ -6,8 +6,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "util/log.h"
-
 namespace bexd::block::qcow2 {
 namespace {
 
@@ -207,7 +205,6 @@ absl::Status RebuildRefcounts(SyncIo& io, BlockNode& file, ImageHeader* header,
   if (result == 0) result = io.Write(field::kRefcountTableOffset, fields, sizeof(fields));
   if (result == 0) result = io.Flush();
   if (result < 0) return absl::ErrnoToStatus(-result, "cannot write the rebuilt refcount table");
-  log::Info("repaired the refcounts of a dirty image: new refcount table at {:#x}", table_offset);
   header->refcount_table_offset = table_offset;
   header->refcount_table_clusters = static_cast<uint32_t>(table_clusters);
   *reftable = std::move(entries);
