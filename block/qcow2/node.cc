@@ -72,7 +72,6 @@ absl::StatusOr<std::shared_ptr<Qcow2Node>> Qcow2Node::Open(std::string node_name
   auto sizes = ComputeCacheSizes(options, header.geometry, header.size);
   if (!sizes.ok()) return Named(sizes.status(), node_name, *file);
 
-  std::shared_ptr<Qcow2Node> node(new Qcow2Node(node_name, InfoOf(header)));
   auto image = std::make_unique<ImageState>();
   image->node_name = node_name;
   image->geometry = header.geometry;
@@ -94,8 +93,10 @@ absl::StatusOr<std::shared_ptr<Qcow2Node>> Qcow2Node::Open(std::string node_name
   config.lazy_refcounts = lazy && !read_only;
   config.refcount_cache_blocks = sizes->refcount_blocks;
   config.cache_clean_interval_s = options.cache_clean_interval;
+  Qcow2ImageInfo info = InfoOf(header);
   auto engine = Engine::Start(image.get(), config, std::move(loaded->engine));
   if (!engine.ok()) return Named(engine.status(), node_name, *image->file);
+  std::shared_ptr<Qcow2Node> node(new Qcow2Node(node_name, std::move(info)));
   node->image_ = std::move(image);
   node->engine_ = std::move(*engine);
   log::Debug("node '{}': {}", node->node_name(), node->description());

@@ -5,6 +5,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include <random>
@@ -140,6 +141,35 @@ INSTANTIATE_TEST_SUITE_P(Cases, Qcow2ConcurrencyTest,
                                            WriteCase{"1.1", 65536, true},
                                            WriteCase{"1.1", 4096, true}),
                          CaseName);
+
+TEST(Qcow2FlushTest, FuaWritesFlushesAndCacheCleaningKeepEverything) {
+  ScratchDir dir("qcow2");
+  std::string path = dir.path() + "/image.qcow2";
+  RunCommand("qemu-img create -f qcow2 " + path + " 8M >/dev/null");
+  testing::ImageWithReference image = testing::WithReference(path, dir);
+  testing::ImageOptions options;
+  options.qcow2.cache_clean_interval = 1;
+  {
+    auto node = OpenImageOrFail(path, false, options);
+    ASSERT_NE(node, nullptr);
+    auto queue = MakeQueue(*node);
+    // A FUA write that allocates (metadata pending), then one into the allocated cluster.
+    std::vector<unsigned char> first = testing::Pattern(70000, 1);
+    ASSERT_EQ(WriteAt(*queue, first.data(), first.size(), 100, kIoFua), 70000);
+    testing::WriteFile(image.reference, first, 100);
+    EXPECT_EQ(testing::RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+    std::vector<unsigned char> second = testing::Pattern(4096, 2);
+    ASSERT_EQ(WriteAt(*queue, second.data(), second.size(), 8192, kIoFua), 4096);
+    testing::WriteFile(image.reference, second, 8192);
+    // Unused cache entries are dropped after the interval; reads and writes load them again.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    image.Write(*queue, testing::Pattern(5000, 3), 3 * kMiB);
+    std::vector<unsigned char> expected = testing::ReadFile(image.reference, 0, 8 * kMiB);
+    queue.reset();
+    EXPECT_EQ(testing::FirstDifference(testing::ReadAll(*node), expected), -1);
+  }
+  image.Verify();
+}
 
 }  // namespace
 }  // namespace bexd::block
