@@ -1,8 +1,7 @@
 // libFuzzer target: arbitrary bytes as a qcow2 image file (headers, extensions, L1/L2/refcount
 // tables, snapshot tables, compressed clusters), opened through the qcow2 driver over an in-memory
 // file node, read-only and then writable, and read, written, discarded and flushed as a guest
-// would. Any crash, sanitizer report or read past a buffer is a bug; so is a write that reports
-// success on an image not marked corrupt but does not read back.
+// would. Any crash, sanitizer report, leak or read past a buffer is a bug.
 //
 // Input: byte 0 picks options (bit 0: a backing node, bit 1: lazy refcounts, bit 2: a tiny L2
 // cache); the rest is the image. fuzz/qcow2_seeds.sh makes well-formed seed images with qemu-img.
@@ -92,16 +91,11 @@ void Exercise(BlockNode& node, const uint8_t* data, size_t length, bool writable
     Run(**queue, IoOp::kRead, offset, n, buffer.data());
     Run(**queue, IoOp::kBlockStatus, offset, size - offset, nullptr);
     if (!writable) continue;
-    int64_t written = Run(**queue, IoOp::kWrite, offset + 1, n - 1, pattern.data());
-    if (written == static_cast<int64_t>(n - 1) &&
-        !static_cast<bexd::block::qcow2::Qcow2Node&>(node).corrupt()) {
-      int64_t read = Run(**queue, IoOp::kRead, offset + 1, n - 1, buffer.data());
-      if (read == static_cast<int64_t>(n - 1) &&
-          !static_cast<bexd::block::qcow2::Qcow2Node&>(node).corrupt() &&
-          std::memcmp(buffer.data(), pattern.data(), n - 1) != 0) {
-        __builtin_trap();  // a write that succeeded did not read back
-      }
-    }
+    // No read-back check: a damaged refcount can make the allocator hand out a cluster another
+    // entry still maps (QEMU behaves the same), so only memory safety is checked here; the qemu-img
+    // tests check that data reads back.
+    Run(**queue, IoOp::kWrite, offset + 1, n - 1, pattern.data());
+    Run(**queue, IoOp::kRead, offset + 1, n - 1, buffer.data());
     Run(**queue, IoOp::kWriteZeroes, offset, n / 2, nullptr, bexd::block::kIoMayUnmap);
     Run(**queue, IoOp::kDiscard, offset, n, nullptr);
     Run(**queue, IoOp::kFlush, 0, 0, nullptr);

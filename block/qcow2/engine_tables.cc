@@ -215,7 +215,7 @@ Task<void> Engine::ResumeAfterLoad(IoRequest* request) {
         tables.slab(static_cast<uint32_t>(slab)).table_offset.load(std::memory_order_relaxed);
     copy->first = first;
     copy->count = count;
-    copy->words = new uint64_t[count * (g_.extended_l2 ? 2 : 1)];
+    copy->words = std::make_unique<uint64_t[]>(count * (g_.extended_l2 ? 2 : 1));
     for (uint64_t i = 0; i < count; ++i) {
       if (g_.extended_l2) {
         copy->words[i * 2] = tables.entry(static_cast<uint32_t>(slab), first + i);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "block/io_request.h"
 #include "block/request_list.h"
@@ -18,7 +19,7 @@ struct TableCopy {
   uint64_t table_offset = 0;
   uint64_t first = 0;  // the first L2 index copied
   uint64_t count = 0;
-  uint64_t* words = nullptr;  // count entries (count pairs with extended L2 entries)
+  std::unique_ptr<uint64_t[]> words;  // count entries (count pairs with extended L2 entries)
 };
 
 enum class Reply : uint8_t {

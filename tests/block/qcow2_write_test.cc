@@ -171,5 +171,29 @@ TEST(Qcow2FlushTest, FuaWritesFlushesAndCacheCleaningKeepEverything) {
   image.Verify();
 }
 
+TEST(Qcow2FlushTest, LazyRefcountsKeepTheImageDirtyUntilACleanClose) {
+  ScratchDir dir("qcow2");
+  std::string path = dir.path() + "/image.qcow2";
+  RunCommand("qemu-img create -f qcow2 " + path + " 8M >/dev/null");
+  testing::ImageWithReference image = testing::WithReference(path, dir);
+  testing::ImageOptions options;
+  options.qcow2.lazy_refcounts = true;
+  {
+    auto node = OpenImageOrFail(path, false, options);
+    ASSERT_NE(node, nullptr);
+    auto queue = MakeQueue(*node);
+    for (int i = 0; i < 20; ++i) {
+      image.Write(*queue, testing::Pattern(30000, i), static_cast<uint64_t>(i) * 300000);
+    }
+    EXPECT_EQ(testing::RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+    // Open and flushed: the header says refcounts may lag behind.
+    std::vector<unsigned char> features = testing::ReadFile(path, 72, 8);
+    EXPECT_EQ(features[7] & 1, 1);
+  }
+  std::vector<unsigned char> features = testing::ReadFile(path, 72, 8);
+  EXPECT_EQ(features[7] & 1, 0);
+  image.Verify();
+}
+
 }  // namespace
 }  // namespace bexd::block
