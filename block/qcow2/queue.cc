@@ -149,6 +149,7 @@ void Qcow2Queue::MaybeComplete(IoRequest* request) {
 void Qcow2Queue::ToEngine(IoRequest* request) {
   ++StateOf(request)->pending;
   to_engine_.PushBack(request);
+  ++to_engine_count_;
 }
 
 void Qcow2Queue::ReportCorruption(uint64_t guest_offset) {
@@ -163,13 +164,13 @@ bool Qcow2Queue::needs_polling() const {
 }
 
 void Qcow2Queue::Reply(IoRequest* request) {
-  {
-    std::lock_guard lock(inbox_mutex_);
-    inbox_.PushBack(request);
-  }
-  inbox_ready_.notify_one();
+  std::lock_guard lock(inbox_mutex_);
+  inbox_.PushBack(request);
+  // Signalled under the mutex: once a Poll() has taken a reply, its signal has been written, so
+  // the next Poll() clears it for good (see Poll()).
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = write(event_fd_, &one, sizeof(one));
+  inbox_ready_.notify_one();
 }
 
 void Qcow2Queue::TakeReplies() {
@@ -179,6 +180,7 @@ void Qcow2Queue::TakeReplies() {
     replies.Splice(inbox_);
   }
   while (IoRequest* request = replies.PopFront()) {
+    took_replies_ = true;
     --at_engine_;
     RequestState* state = StateOf(request);
     --state->pending;
@@ -194,27 +196,31 @@ void Qcow2Queue::TakeReplies() {
 }
 
 void Qcow2Queue::Poll() {
-  uint64_t signals;
-  [[maybe_unused]] ssize_t n = read(event_fd_, &signals, sizeof(signals));
-  TakeReplies();
+  // The engine's replies: without any request at the engine (the fast path) this costs neither a
+  // syscall nor the inbox mutex. A signal can outlive the reply it announced only until the Poll()
+  // after the one that took that reply.
+  if (at_engine_ > 0 || took_replies_) {
+    uint64_t signals;
+    [[maybe_unused]] ssize_t n = read(event_fd_, &signals, sizeof(signals));
+    took_replies_ = false;
+    TakeReplies();
+  }
   for (;;) {
     children_submitted_ = false;
     file_->Poll();
     if (backing_) backing_->Poll();
     ResumeStalled();
-    if (!to_engine_.empty()) {
-      uint32_t count = 0;
-      for (IoRequest* r = to_engine_.front(); r != nullptr; r = RequestList::Next(r)) ++count;
-      at_engine_ += count;
+    if (to_engine_count_ > 0) {
+      at_engine_ += to_engine_count_;
+      to_engine_count_ = 0;
       image_->engine->Post(to_engine_);
     }
-    bool ran = !completed_.empty();
     while (IoRequest* request = completed_.PopFront()) {
       --in_flight_;
       request->done(request, StateOf(request)->reply_result);
     }
-    // Callbacks may have submitted requests: they must be under way before Poll returns.
-    if (!ran && !children_submitted_ && to_engine_.empty()) break;
+    // What the callbacks submitted must be under way before Poll() returns.
+    if (!children_submitted_ && completed_.empty() && to_engine_count_ == 0) break;
   }
 }
 

@@ -128,7 +128,9 @@ class Qcow2Queue final : public IoQueue {
   RequestList to_engine_;
   RequestList completed_;
   uint32_t in_flight_ = 0;
+  uint32_t to_engine_count_ = 0;
   uint32_t at_engine_ = 0;
+  bool took_replies_ = false;
   bool children_submitted_ = false;
 
   std::mutex inbox_mutex_;
