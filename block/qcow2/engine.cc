@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "block/qcow2/epoll_set.h"
 #include "block/qcow2/queue.h"
 #include "util/log.h"
 
@@ -87,16 +88,12 @@ absl::Status Engine::SetUp() {
   auto self = Qcow2Queue::Create(image_, nullptr);
   if (!self.ok()) return self.status();
   self_ = std::move(*self);
-  for (int fd : {wake_fd_, timer_fd_, file_queue_->event_fd(), self_->event_fd()}) {
-    if (fd < 0) continue;
-    struct epoll_event event = {};
-    event.events = EPOLLIN;
-    event.data.fd = fd;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
-      return absl::ErrnoToStatus(
-          errno,
-          fmt::format("node '{}': cannot watch the metadata thread's fds", image_->node_name));
-    }
+  absl::Status watched =
+      WatchForReading(epoll_fd_, {wake_fd_, timer_fd_, file_queue_->event_fd(), self_->event_fd()});
+  if (!watched.ok()) {
+    return absl::Status(watched.code(),
+                        fmt::format("node '{}': metadata thread: {}", image_->node_name,
+                                    std::string(watched.message())));
   }
   if (config_.cache_clean_interval_s > 0) {
     struct itimerspec interval = {};

@@ -22,6 +22,19 @@ namespace {
 
 Mapping Invalid() { return Mapping{ClusterKind::kInvalid, false, 0}; }
 
+// Where a refcount narrower than a byte sits (bit 0 is the least significant, as the spec says).
+struct SubByte {
+  uint64_t byte;
+  uint32_t shift;
+  uint32_t mask;
+};
+
+SubByte SubByteAt(uint32_t order, uint64_t index) {
+  uint32_t per_byte = 8u >> order;
+  return SubByte{index / per_byte, static_cast<uint32_t>(index % per_byte) << order,
+                 (1u << (1u << order)) - 1};
+}
+
 }  // namespace
 
 Mapping ClassifyEntry(const Geometry& geometry, uint64_t entry) {
@@ -102,10 +115,8 @@ uint64_t GetRefcount(const uint8_t* block, uint32_t order, uint64_t index) {
     case 0:
     case 1:
     case 2: {
-      uint32_t per_byte = 8u >> order;
-      uint32_t shift = static_cast<uint32_t>(index % per_byte) << order;
-      uint32_t mask = (1u << (1u << order)) - 1;
-      return (block[index / per_byte] >> shift) & mask;
+      SubByte at = SubByteAt(order, index);
+      return (block[at.byte] >> at.shift) & at.mask;
     }
     case 3:
       return block[index];
@@ -123,11 +134,10 @@ void SetRefcount(uint8_t* block, uint32_t order, uint64_t index, uint64_t value)
     case 0:
     case 1:
     case 2: {
-      uint32_t per_byte = 8u >> order;
-      uint32_t shift = static_cast<uint32_t>(index % per_byte) << order;
-      uint32_t mask = ((1u << (1u << order)) - 1) << shift;
-      uint8_t& byte = block[index / per_byte];
-      byte = static_cast<uint8_t>((byte & ~mask) | ((value << shift) & mask));
+      SubByte at = SubByteAt(order, index);
+      uint8_t& byte = block[at.byte];
+      byte =
+          static_cast<uint8_t>((byte & ~(at.mask << at.shift)) | ((value & at.mask) << at.shift));
       break;
     }
     case 3:

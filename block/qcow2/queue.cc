@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "block/qcow2/engine.h"
+#include "block/qcow2/epoll_set.h"
 #include "block/request_check.h"
 
 namespace bexd::block::qcow2 {
@@ -38,15 +39,11 @@ absl::Status Qcow2Queue::Init() {
     if (!backing.ok()) return backing.status();
     backing_ = std::move(*backing);
   }
-  for (int fd : {event_fd_, file_->event_fd(), backing_ ? backing_->event_fd() : -1}) {
-    if (fd < 0) continue;
-    struct epoll_event event = {};
-    event.events = EPOLLIN;
-    event.data.fd = fd;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
-      return absl::ErrnoToStatus(
-          errno, fmt::format("node '{}': cannot watch a child queue", image_->node_name));
-    }
+  absl::Status watched = WatchForReading(
+      epoll_fd_, {event_fd_, file_->event_fd(), backing_ ? backing_->event_fd() : -1});
+  if (!watched.ok()) {
+    return absl::Status(watched.code(), fmt::format("node '{}': {}", image_->node_name,
+                                                    std::string(watched.message())));
   }
   subs_ = std::make_unique<SubRequest[]>(kSubRequests);
   for (uint32_t i = 0; i < kSubRequests; ++i) {

@@ -42,10 +42,10 @@ int64_t SyncIo::Run(IoRequest* request) {
   return completion.result;
 }
 
-int SyncIo::Read(uint64_t offset, void* buffer, uint64_t length) {
+int SyncIo::Transfer(IoOp op, uint64_t offset, void* buffer, uint64_t length) {
   struct iovec iov = {buffer, length};
   IoRequest request;
-  request.op = IoOp::kRead;
+  request.op = op;
   request.offset = offset;
   request.length = length;
   request.iov = &iov;
@@ -55,17 +55,12 @@ int SyncIo::Read(uint64_t offset, void* buffer, uint64_t length) {
   return static_cast<uint64_t>(result) == length ? 0 : -EIO;
 }
 
+int SyncIo::Read(uint64_t offset, void* buffer, uint64_t length) {
+  return Transfer(IoOp::kRead, offset, buffer, length);
+}
+
 int SyncIo::Write(uint64_t offset, const void* buffer, uint64_t length) {
-  struct iovec iov = {const_cast<void*>(buffer), length};
-  IoRequest request;
-  request.op = IoOp::kWrite;
-  request.offset = offset;
-  request.length = length;
-  request.iov = &iov;
-  request.iovcnt = 1;
-  int64_t result = Run(&request);
-  if (result < 0) return static_cast<int>(result);
-  return static_cast<uint64_t>(result) == length ? 0 : -EIO;
+  return Transfer(IoOp::kWrite, offset, const_cast<void*>(buffer), length);
 }
 
 int SyncIo::Flush() {

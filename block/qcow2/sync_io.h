@@ -23,6 +23,7 @@ class SyncIo {
  private:
   explicit SyncIo(std::unique_ptr<IoQueue> queue) : queue_(std::move(queue)) {}
   int64_t Run(IoRequest* request);
+  int Transfer(IoOp op, uint64_t offset, void* buffer, uint64_t length);
 
   std::unique_ptr<IoQueue> queue_;
 };

@@ -12,6 +12,7 @@
 #include <deque>
 #include <exception>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 namespace bexd::block::qcow2 {
@@ -57,19 +58,27 @@ struct PromiseBase {
   void unhandled_exception() { std::terminate(); }
 };
 
+template <typename T>
+struct Promise : PromiseBase {
+  std::optional<T> value;
+  Task<T> get_return_object();
+  void return_value(T v) { value.emplace(std::move(v)); }
+};
+
+template <>
+struct Promise<void> : PromiseBase {
+  Task<void> get_return_object();
+  void return_void() {}
+};
+
 }  // namespace internal
 
 template <typename T = void>
 class [[nodiscard]] Task {
  public:
-  struct promise_type : internal::PromiseBase {
-    std::optional<T> value;
-    Task get_return_object() {
-      return Task(std::coroutine_handle<promise_type>::from_promise(*this));
-    }
-    void return_value(T v) { value.emplace(std::move(v)); }
-  };
+  using promise_type = internal::Promise<T>;
 
+  explicit Task(std::coroutine_handle<promise_type> handle) : handle_(handle) {}
   Task(Task&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
   ~Task() {
     if (handle_) handle_.destroy();
@@ -79,38 +88,26 @@ class [[nodiscard]] Task {
     handle_.promise().continuation = awaiting;
     return handle_;
   }
-  T await_resume() { return std::move(*handle_.promise().value); }
+  T await_resume() {
+    if constexpr (!std::is_void_v<T>) return std::move(*handle_.promise().value);
+  }
 
  private:
-  explicit Task(std::coroutine_handle<promise_type> handle) : handle_(handle) {}
   std::coroutine_handle<promise_type> handle_;
 };
 
-template <>
-class [[nodiscard]] Task<void> {
- public:
-  struct promise_type : internal::PromiseBase {
-    Task get_return_object() {
-      return Task(std::coroutine_handle<promise_type>::from_promise(*this));
-    }
-    void return_void() {}
-  };
+namespace internal {
 
-  Task(Task&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
-  ~Task() {
-    if (handle_) handle_.destroy();
-  }
-  bool await_ready() const noexcept { return false; }
-  std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
-    handle_.promise().continuation = awaiting;
-    return handle_;
-  }
-  void await_resume() {}
+template <typename T>
+Task<T> Promise<T>::get_return_object() {
+  return Task<T>(std::coroutine_handle<Promise<T>>::from_promise(*this));
+}
 
- private:
-  explicit Task(std::coroutine_handle<promise_type> handle) : handle_(handle) {}
-  std::coroutine_handle<promise_type> handle_;
-};
+inline Task<void> Promise<void>::get_return_object() {
+  return Task<void>(std::coroutine_handle<Promise<void>>::from_promise(*this));
+}
+
+}  // namespace internal
 
 namespace internal {
 struct Detached {

@@ -94,16 +94,8 @@ TEST(Qcow2CacheTest, TinyCachesKeepDataRightUnderConcurrentReadsAndWrites) {
   {
     auto node = testing::OpenImageOrFail(image, false, options);
     ASSERT_NE(node, nullptr);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] { testing::WriteWithDepth(*node, plans[t], 8); });
-    }
-    for (std::thread& thread : threads) thread.join();
-    for (const auto& plan : plans) {
-      for (const testing::PlannedWrite& write : plan) {
-        testing::WriteFile(pair.reference, write.data, write.offset);
-      }
-    }
+    testing::WriteFromThreads(*node, plans, 8);
+    pair.ApplyToReference(plans);
     // Reads from all threads at once see every write.
     std::vector<unsigned char> expected = testing::ReadFile(pair.reference, 0, 64 * kMiB);
     std::vector<std::thread> readers;

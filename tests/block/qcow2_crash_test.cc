@@ -133,7 +133,9 @@ TEST_P(Qcow2CrashTest, KilledWriterLeavesAConsistentImageWithEveryFlushedWrite) 
   }
   testing::CheckResult check = testing::QemuCheck(image);
   EXPECT_EQ(check.corruptions, 0u) << check.output;
-  if (GetParam().lazy_refcounts) EXPECT_EQ(check.leaks, 0u) << check.output;
+  if (GetParam().lazy_refcounts) {
+    EXPECT_EQ(check.leaks, 0u) << check.output;
+  }
 
   std::vector<unsigned char> contents = testing::QemuContents(image, dir_);
   ASSERT_EQ(contents.size(), size);
@@ -150,7 +152,9 @@ TEST_P(Qcow2CrashTest, KilledWriterLeavesAConsistentImageWithEveryFlushedWrite) 
               true);
   }
   for (uint64_t i = 0; i < size; ++i) {
-    if (!written[i]) ASSERT_EQ(contents[i], before[i]) << "untouched byte " << i << " changed";
+    if (!written[i]) {
+      ASSERT_EQ(contents[i], before[i]) << "untouched byte " << i << " changed";
+    }
   }
 }
 

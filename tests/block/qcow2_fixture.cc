@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "block/open.h"
 #include "block/qcow2/backing_name.h"
@@ -172,6 +173,22 @@ void WriteWithDepth(BlockNode& node, const std::vector<PlannedWrite>& writes, in
     }
   }
   ASSERT_TRUE(testing::WaitIdle(*queue));
+}
+
+void WriteFromThreads(BlockNode& node, const std::vector<std::vector<PlannedWrite>>& plans,
+                      int depth) {
+  std::vector<std::thread> threads;
+  for (const std::vector<PlannedWrite>& plan : plans) {
+    threads.emplace_back([&node, &plan, depth] { WriteWithDepth(node, plan, depth); });
+  }
+  for (std::thread& thread : threads) thread.join();
+}
+
+void ImageWithReference::ApplyToReference(
+    const std::vector<std::vector<PlannedWrite>>& plans) const {
+  for (const std::vector<PlannedWrite>& plan : plans) {
+    for (const PlannedWrite& write : plan) WriteFile(reference, write.data, write.offset);
+  }
 }
 
 void ImageWithReference::Write(IoQueue& queue, const std::vector<unsigned char>& data,

@@ -52,6 +52,11 @@ struct CheckResult {
 };
 CheckResult QemuCheck(const std::string& image);
 
+struct PlannedWrite {
+  uint64_t offset;
+  std::vector<unsigned char> data;
+};
+
 // An image and a raw file that receive the same writes: the image through bexd, the raw file
 // with pwrite. Verify() closes nothing; close the node first.
 struct ImageWithReference {
@@ -59,6 +64,8 @@ struct ImageWithReference {
   std::string reference;
   // Writes `data` at `offset` to both; a gtest failure if the queue does not write it all.
   void Write(IoQueue& queue, const std::vector<unsigned char>& data, uint64_t offset) const;
+  // The planned writes, to the reference only (the image got them another way).
+  void ApplyToReference(const std::vector<std::vector<PlannedWrite>>& plans) const;
   // qemu-img check finds no corruption (and, unless `leaks_allowed`, no leak) and qemu-img
   // compare finds the two equal. Returns the check.
   CheckResult Verify(bool leaks_allowed = false) const;
@@ -68,10 +75,9 @@ struct ImageWithReference {
 ImageWithReference WithReference(const std::string& image, const ScratchDir& dir);
 
 // Keeps `depth` writes in flight on a queue of the calling thread until all are done.
-struct PlannedWrite {
-  uint64_t offset;
-  std::vector<unsigned char> data;
-};
 void WriteWithDepth(BlockNode& node, const std::vector<PlannedWrite>& writes, int depth);
+// One thread per plan, each with its own queue, all at once.
+void WriteFromThreads(BlockNode& node, const std::vector<std::vector<PlannedWrite>>& plans,
+                      int depth);
 
 }  // namespace bexd::block::testing

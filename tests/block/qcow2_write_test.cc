@@ -120,16 +120,9 @@ TEST_P(Qcow2ConcurrencyTest, FourThreadsFillingTheSameUnallocatedClustersAllocat
   {
     auto node = OpenImageOrFail(image_.image, false);
     ASSERT_NE(node, nullptr);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] { testing::WriteWithDepth(*node, plans[t], 16); });
-    }
-    for (std::thread& thread : threads) thread.join();
+    testing::WriteFromThreads(*node, plans, 16);
   }
-  for (const auto& plan : plans) {
-    for (const testing::PlannedWrite& write : plan)
-      testing::WriteFile(image_.reference, write.data, write.offset);
-  }
+  image_.ApplyToReference(plans);
   testing::CheckResult check = image_.Verify();
   // One allocation per guest cluster: no cluster was allocated twice and leaked.
   auto json = nlohmann::json::parse(check.output, nullptr, false);
@@ -142,57 +135,60 @@ INSTANTIATE_TEST_SUITE_P(Cases, Qcow2ConcurrencyTest,
                                            WriteCase{"1.1", 4096, true}),
                          CaseName);
 
-TEST(Qcow2FlushTest, FuaWritesFlushesAndCacheCleaningKeepEverything) {
-  ScratchDir dir("qcow2");
-  std::string path = dir.path() + "/image.qcow2";
-  RunCommand("qemu-img create -f qcow2 " + path + " 8M >/dev/null");
-  testing::ImageWithReference image = testing::WithReference(path, dir);
-  testing::ImageOptions options;
-  options.qcow2.cache_clean_interval = 1;
+// An empty 8 MiB image and its raw reference.
+class Qcow2FlushTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RunCommand("qemu-img create -f qcow2 " + path_ + " 8M >/dev/null");
+    image_ = testing::WithReference(path_, dir_);
+  }
+  ScratchDir dir_{"qcow2"};
+  std::string path_ = dir_.path() + "/image.qcow2";
+  testing::ImageWithReference image_;
+  testing::ImageOptions options_;
+};
+
+TEST_F(Qcow2FlushTest, FuaWritesFlushesAndCacheCleaningKeepEverything) {
+  options_.qcow2.cache_clean_interval = 1;
   {
-    auto node = OpenImageOrFail(path, false, options);
+    auto node = OpenImageOrFail(path_, false, options_);
     ASSERT_NE(node, nullptr);
     auto queue = MakeQueue(*node);
     // A FUA write that allocates (metadata pending), then one into the allocated cluster.
     std::vector<unsigned char> first = testing::Pattern(70000, 1);
     ASSERT_EQ(WriteAt(*queue, first.data(), first.size(), 100, kIoFua), 70000);
-    testing::WriteFile(image.reference, first, 100);
+    testing::WriteFile(image_.reference, first, 100);
     EXPECT_EQ(testing::RunOne(*queue, IoOp::kFlush, 0, 0), 0);
     std::vector<unsigned char> second = testing::Pattern(4096, 2);
     ASSERT_EQ(WriteAt(*queue, second.data(), second.size(), 8192, kIoFua), 4096);
-    testing::WriteFile(image.reference, second, 8192);
+    testing::WriteFile(image_.reference, second, 8192);
     // Unused cache entries are dropped after the interval; reads and writes load them again.
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-    image.Write(*queue, testing::Pattern(5000, 3), 3 * kMiB);
-    std::vector<unsigned char> expected = testing::ReadFile(image.reference, 0, 8 * kMiB);
+    image_.Write(*queue, testing::Pattern(5000, 3), 3 * kMiB);
+    std::vector<unsigned char> expected = testing::ReadFile(image_.reference, 0, 8 * kMiB);
     queue.reset();
     EXPECT_EQ(testing::FirstDifference(testing::ReadAll(*node), expected), -1);
   }
-  image.Verify();
+  image_.Verify();
 }
 
-TEST(Qcow2FlushTest, LazyRefcountsKeepTheImageDirtyUntilACleanClose) {
-  ScratchDir dir("qcow2");
-  std::string path = dir.path() + "/image.qcow2";
-  RunCommand("qemu-img create -f qcow2 " + path + " 8M >/dev/null");
-  testing::ImageWithReference image = testing::WithReference(path, dir);
-  testing::ImageOptions options;
-  options.qcow2.lazy_refcounts = true;
+TEST_F(Qcow2FlushTest, LazyRefcountsKeepTheImageDirtyUntilACleanClose) {
+  options_.qcow2.lazy_refcounts = true;
   {
-    auto node = OpenImageOrFail(path, false, options);
+    auto node = OpenImageOrFail(path_, false, options_);
     ASSERT_NE(node, nullptr);
     auto queue = MakeQueue(*node);
     for (int i = 0; i < 20; ++i) {
-      image.Write(*queue, testing::Pattern(30000, i), static_cast<uint64_t>(i) * 300000);
+      image_.Write(*queue, testing::Pattern(30000, i), static_cast<uint64_t>(i) * 300000);
     }
     EXPECT_EQ(testing::RunOne(*queue, IoOp::kFlush, 0, 0), 0);
     // Open and flushed: the header says refcounts may lag behind.
-    std::vector<unsigned char> features = testing::ReadFile(path, 72, 8);
+    std::vector<unsigned char> features = testing::ReadFile(path_, 72, 8);
     EXPECT_EQ(features[7] & 1, 1);
   }
-  std::vector<unsigned char> features = testing::ReadFile(path, 72, 8);
+  std::vector<unsigned char> features = testing::ReadFile(path_, 72, 8);
   EXPECT_EQ(features[7] & 1, 0);
-  image.Verify();
+  image_.Verify();
 }
 
 }  // namespace
