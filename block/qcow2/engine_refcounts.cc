@@ -213,14 +213,15 @@ Task<int> Engine::CreateRefblock(uint64_t table_index, uint64_t cluster) {
   if (result == 0) {
     result = co_await io_->Write(header_.refcount_table_offset + table_index * 8, entry, 8);
   }
-  if (result == 0) result = co_await io_->Flush();
+  // Once the refcount table points to the block, it is the block (even if the flush fails).
   if (result < 0) co_return result;
+  result = co_await io_->Flush();
   reftable_[table_index] = offset;
   AddMetadataClusters(offset, g_.cluster_size);
   refblocks_.MakeRoom();
   refblocks_.Insert(table_index, offset, data.get());
   zero_from_ = std::max(zero_from_, cluster + 1);
-  co_return 0;
+  co_return result;
 }
 
 Task<int> Engine::GrowRefcountTable(uint64_t cluster) {
@@ -277,8 +278,9 @@ Task<int> Engine::GrowRefcountTable(uint64_t cluster) {
   StoreBe64(fields, table_offset);
   StoreBe32(fields + 8, static_cast<uint32_t>(table_clusters));
   if (result == 0) result = co_await io_->Write(field::kRefcountTableOffset, fields, 12);
-  if (result == 0) result = co_await io_->Flush();
+  // Once the header points to the new table, it is the table (even if the flush fails).
   if (result < 0) co_return result;
+  result = co_await io_->Flush();
   decreases_.push_back(Decrease{header_.refcount_table_offset >> g_.cluster_bits,
                                 header_.refcount_table_clusters, false});
   header_.refcount_table_offset = table_offset;
@@ -290,7 +292,7 @@ Task<int> Engine::GrowRefcountTable(uint64_t cluster) {
     refblocks_.Insert(first_range + b, (area + b) << g_.cluster_bits, block_data[b].get());
   }
   zero_from_ = std::max(zero_from_, area_end);
-  co_return 0;
+  co_return result;
 }
 
 void Engine::RecordFree(uint64_t old_entry, bool discard) {

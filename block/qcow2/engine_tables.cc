@@ -242,32 +242,41 @@ Task<int> Engine::GrowL1(uint64_t min_entries) {
   int64_t host = co_await AllocateAtEnd(clusters);
   if (host < 0) co_return static_cast<int>(host);
   AddMetadataClusters(static_cast<uint64_t>(host), clusters << g_.cluster_bits);
-  co_await writeback_mutex_.Lock();
-  AsyncLockGuard guard(writeback_mutex_);
-  // The new table holds what the old one holds on disk; entries waiting for their tables to be
-  // written go to the new place in a later writeback.
-  std::vector<uint8_t> table(clusters << g_.cluster_bits, 0);
-  for (uint64_t i = 0; i < l1_disk_.size(); ++i) StoreBe64(table.data() + i * 8, l1_disk_[i]);
-  int result = co_await WriteDirtyRefblocksLocked();
-  if (result == 0)
-    result = co_await io_->Write(static_cast<uint64_t>(host), table.data(), table.size());
-  if (result == 0) result = co_await io_->Flush();
-  uint8_t fields[12];
-  StoreBe32(fields, static_cast<uint32_t>(entries));
-  StoreBe64(fields + 4, static_cast<uint64_t>(host));
-  if (result == 0) result = co_await io_->Write(field::kL1Size, fields, sizeof(fields));
-  if (result == 0) result = co_await io_->Flush();
-  if (result < 0) {
-    co_await FreeNow(static_cast<uint64_t>(host) >> g_.cluster_bits, clusters);
-    co_return result;
+  int result = 0;
+  bool switched = false;
+  {
+    co_await writeback_mutex_.Lock();
+    AsyncLockGuard guard(writeback_mutex_);
+    // The new table holds what the old one holds on disk; entries waiting for their tables to be
+    // written go to the new place in a later writeback.
+    std::vector<uint8_t> table(clusters << g_.cluster_bits, 0);
+    for (uint64_t i = 0; i < l1_disk_.size(); ++i) StoreBe64(table.data() + i * 8, l1_disk_[i]);
+    result = co_await WriteDirtyRefblocksLocked();
+    if (result == 0) {
+      result = co_await io_->Write(static_cast<uint64_t>(host), table.data(), table.size());
+    }
+    if (result == 0) result = co_await io_->Flush();
+    uint8_t fields[12];
+    StoreBe32(fields, static_cast<uint32_t>(entries));
+    StoreBe64(fields + 4, static_cast<uint64_t>(host));
+    if (result == 0) {
+      result = co_await io_->Write(field::kL1Size, fields, sizeof(fields));
+      // Once the header points to the new table, it is the table (even if the flush fails).
+      switched = result == 0;
+    }
+    if (result == 0) result = co_await io_->Flush();
+    if (switched) {
+      decreases_.push_back(Decrease{header_.l1_table_offset >> g_.cluster_bits,
+                                    g_.clusters_for(uint64_t{header_.l1_size} * 8), false});
+      header_.l1_table_offset = static_cast<uint64_t>(host);
+      header_.l1_size = static_cast<uint32_t>(entries);
+      l1_disk_.resize(entries, 0);
+      image_->tables->set_l1_size(entries);
+    }
   }
-  decreases_.push_back(Decrease{header_.l1_table_offset >> g_.cluster_bits,
-                                g_.clusters_for(uint64_t{header_.l1_size} * 8), false});
-  header_.l1_table_offset = static_cast<uint64_t>(host);
-  header_.l1_size = static_cast<uint32_t>(entries);
-  l1_disk_.resize(entries, 0);
-  image_->tables->set_l1_size(entries);
-  co_return 0;
+  // Freeing takes the writeback mutex when the refcount cache is full: only after releasing it.
+  if (!switched) co_await FreeNow(static_cast<uint64_t>(host) >> g_.cluster_bits, clusters);
+  co_return result;
 }
 
 void Engine::DropUnusedTables() {
