@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "block/io_request.h"
@@ -47,8 +48,18 @@ class BlockNode {
   virtual absl::Status Truncate(uint64_t new_size) = 0;
   // Creates an I/O context for the calling thread.
   virtual absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() = 0;
-  // A one-line description for logs and query-named-block-nodes (e.g. the file name).
+  // A one-line description for logs (e.g. the file name and modes).
   virtual std::string description() const = 0;
+  // The errno of the failed flush that makes every flush of this node fail from then on (the
+  // file driver without O_DIRECT: its page cache can no longer be trusted), or 0. Any thread.
+  virtual int flush_error() const { return 0; }
+  // The image's name as QEMU reports it: the file's path, "null-co://", and for a format node
+  // its file child's. Empty if the driver has none; query-named-block-nodes then shows the
+  // file child's.
+  virtual std::string filename() const { return {}; }
+  // Bytes the image occupies on its storage (query-named-block-nodes' actual-size); nullopt if
+  // the driver cannot tell, and then a format node reports its file child's. May block.
+  virtual std::optional<uint64_t> AllocatedBytes() const { return std::nullopt; }
 
  protected:
   explicit BlockNode(std::string node_name) : node_name_(std::move(node_name)) {}

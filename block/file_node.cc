@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "block/file_lock.h"
 #include "block/file_queue.h"
@@ -138,6 +139,30 @@ void FileNode::ProbeAioFdsync() {
              aio_fdsync_ ? "supported" : "not supported");
 }
 
+// fsyncgate: when writeback fails, Linux marks the pages it could not write clean and reports the
+// error once per open file. The page cache then holds data the disk does not, and the next
+// fdatasync succeeds without writing it again. The same holds for a RWF_DSYNC write, whose sync
+// consumes the error. QEMU's file-posix therefore fails every later flush of such a node
+// (page_cache_inconsistent); so does bexd, with EIO. The flush still runs, so data written since
+// reaches the disk if it can. O_DIRECT bypasses the page cache, and cache.no-flush has given up
+// durability, so neither needs this.
+int64_t FileNode::SettleDurable(bool flush, int64_t result) {
+  if (direct() || options_.cache_no_flush) return result;
+  if (result < 0) {
+    int none = 0;
+    if (flush_error_.compare_exchange_strong(none, static_cast<int>(-result),
+                                             std::memory_order_acq_rel)) {
+      log::Error(
+          "node '{}': {} '{}' failed: {}; the page cache may hold data the disk does not, so every "
+          "later flush of this node fails with EIO until the node is reopened",
+          node_name(), flush ? "flushing" : "a FUA write to", options_.filename,
+          std::strerror(static_cast<int>(-result)));
+    }
+    return result;
+  }
+  return flush && flush_error() != 0 ? -EIO : result;
+}
+
 uint32_t FileNode::request_alignment() const {
   return offset_align_ > memory_align_ ? offset_align_ : memory_align_;
 }
@@ -187,6 +212,13 @@ absl::StatusOr<std::unique_ptr<IoQueue>> FileNode::CreateQueue() {
                                                            std::string(queue.status().message())));
   }
   return std::unique_ptr<IoQueue>(std::move(*queue));
+}
+
+std::optional<uint64_t> FileNode::AllocatedBytes() const {
+  struct stat st;
+  // st_blocks means nothing for a block device; QEMU leaves actual-size out for those too.
+  if (is_block_device_ || fstat(fd_, &st) != 0) return std::nullopt;
+  return static_cast<uint64_t>(st.st_blocks) * 512;
 }
 
 std::string FileNode::description() const {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "block/block_node.h"
+#include "block/io_request.h"
 #include "block/options.h"
 #include "block/range_lock.h"
 
@@ -29,6 +30,9 @@ class FileNode final : public BlockNode, public std::enable_shared_from_this<Fil
   absl::Status Truncate(uint64_t new_size) override;
   absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override;
   std::string description() const override;
+  int flush_error() const override { return flush_error_.load(std::memory_order_acquire); }
+  std::string filename() const override { return options_.filename; }
+  std::optional<uint64_t> AllocatedBytes() const override;
 
   int fd() const { return fd_; }
   const FileOptions& options() const { return options_; }
@@ -49,12 +53,22 @@ class FileNode final : public BlockNode, public std::enable_shared_from_this<Fil
   // buffer.
   bool IsAligned(uint64_t offset, uint64_t length, const struct iovec* iov, int iovcnt) const;
 
+  // What a request reports, given the result the kernel gave for it. Both I/O engines (libaio
+  // completions and workers) pass every result through here, from whichever thread saw it. Only
+  // flushes and FUA writes are affected: see SettleDurable.
+  int64_t KernelResult(const IoRequest& request, int64_t result) {
+    const bool flush = request.op == IoOp::kFlush;
+    if (!flush && !(request.op == IoOp::kWrite && (request.flags & kIoFua))) return result;
+    return SettleDurable(flush, result);
+  }
+
  private:
   FileNode(std::string node_name, const FileOptions& options, bool read_only)
       : BlockNode(std::move(node_name)), options_(options), read_only_(read_only) {}
   absl::Status Init();
   absl::Status DetectAlignment();
   void ProbeAioFdsync();
+  int64_t SettleDurable(bool flush, int64_t result);
 
   const FileOptions options_;
   const bool read_only_;
@@ -66,6 +80,9 @@ class FileNode final : public BlockNode, public std::enable_shared_from_this<Fil
   uint32_t logical_block_size_ = 1;
   bool aio_fdsync_ = false;
   RangeLock rmw_lock_;
+  // errno of the first failed flush or FUA write without O_DIRECT; never reset (a node is reopened
+  // as a new FileNode). Shared by every queue and worker thread.
+  std::atomic<int> flush_error_{0};
 };
 
 }  // namespace bexd::block

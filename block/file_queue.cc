@@ -152,10 +152,9 @@ void FileQueue::ReapAio(RequestList* finished) {
       IoRequest* request = RequestOf(events_[i].obj);
       FileRequestState* state = State(request);
       auto result = static_cast<long>(events_[i].res);
-      if (result < 0 || request->op == IoOp::kFlush) {
-        state->result = result;
-      } else if (static_cast<uint64_t>(result) == request->length) {
-        state->result = result;
+      if (result < 0 || request->op == IoOp::kFlush ||
+          static_cast<uint64_t>(result) == request->length) {
+        state->result = node_->KernelResult(*request, result);
       } else {
         // A short read (end of file) or write: a worker finishes or fails the rest.
         state->done = static_cast<uint64_t>(result);

@@ -37,7 +37,7 @@ FileWorker::~FileWorker() { free(bounce_); }
 
 void FileWorker::Run(IoRequest* request) {
   FileRequestState* state = DriverState<FileRequestState>(request);
-  state->result = Execute(request, state->done);
+  state->result = node_->KernelResult(*request, Execute(request, state->done));
 }
 
 int64_t FileWorker::Execute(IoRequest* request, uint64_t done) {

@@ -30,6 +30,9 @@ struct IoRequest;
 // 0 for kFlush, the extent length for kBlockStatus (0 at or past the end), or -errno.
 using IoCallback = void (*)(IoRequest* request, int64_t result);
 
+// op to iovcnt are the request; a format driver that hands it on to its child's queue (raw)
+// shifts `offset`, caps `length` and drops flags in place, so once it is submitted the submitter
+// reads back only the result and status_data and keeps its own copy of the range it asked for.
 struct IoRequest {
   IoOp op = IoOp::kRead;
   uint32_t flags = 0;
@@ -40,8 +43,8 @@ struct IoRequest {
   int iovcnt = 0;
   IoCallback done = nullptr;
   void* opaque = nullptr;  // the submitter's; drivers never touch it
-  // kBlockStatus output: true if [offset, offset+result) may hold data, false if it reads as
-  // zeroes without being allocated (a hole).
+  // kBlockStatus output: true if the result's bytes from the requested offset may hold data,
+  // false if they read as zeroes without being allocated (a hole).
   bool status_data = false;
   // Driver-private per-request state (a libaio iocb, a deadline, a bounce buffer handle).
   alignas(16) unsigned char driver_state[192];

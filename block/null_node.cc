@@ -73,6 +73,8 @@ class NullNode final : public BlockNode, public std::enable_shared_from_this<Nul
                        options_.read_zeroes ? "on" : "off", options_.latency_ns);
   }
 
+  std::string filename() const override { return "null-co://"; }
+
   absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override {
     int timer_fd = -1;
     if (options_.latency_ns > 0) {

@@ -3,23 +3,29 @@
 #include <absl/status/statusor.h>
 
 #include <memory>
+#include <optional>
 
 #include "block/block_node.h"
 #include "block/options.h"
 
 namespace bexd::block {
 
-// Opens a node with the driver the options name. Errors name the node and the reason.
-absl::StatusOr<std::shared_ptr<BlockNode>> OpenBlockNode(const BlockdevOptions& options);
+// The open children a format node is opened over (BlockGraph opens them first).
+struct NodeChildren {
+  std::shared_ptr<BlockNode> file;
+  std::shared_ptr<BlockNode> backing;  // nullptr: none
+};
 
-// Opens a qcow2 node over children the caller opened: `file` holds the image, `backing` (null:
-// none) serves the clusters the image does not allocate and should be read-only. The backing
-// file named in the image (block/qcow2/node.h: ReadQcow2ImageInfo) resolves with
-// block/qcow2/backing_name.h.
-absl::StatusOr<std::shared_ptr<BlockNode>> OpenQcow2Node(const std::string& node_name,
-                                                         const Qcow2Options& options,
-                                                         bool read_only,
-                                                         std::shared_ptr<BlockNode> file,
-                                                         std::shared_ptr<BlockNode> backing);
+// Opens a node with the driver the options name over `children`; options.file and
+// options.backing are the graph's business and not looked at here. Errors name the node and the
+// reason.
+absl::StatusOr<std::shared_ptr<BlockNode>> OpenBlockNode(const BlockdevOptions& options,
+                                                         const NodeChildren& children = {});
+
+// For a format node whose options leave `backing` unset: the options of the backing node its
+// image names (read-only, defined inline, so named automatically), or nullopt if it names none
+// or the driver has no backing files.
+absl::StatusOr<std::optional<BlockdevOptions>> ImageBackingOptions(
+    const BlockdevOptions& options, const std::shared_ptr<BlockNode>& file);
 
 }  // namespace bexd::block

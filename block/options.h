@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -12,6 +13,7 @@ struct NullOptions {
   uint64_t size = uint64_t{1} << 30;
   bool read_zeroes = false;
   uint64_t latency_ns = 0;
+  bool operator==(const NullOptions&) const = default;
 };
 
 enum class AioMode { kNative, kThreads };
@@ -25,10 +27,36 @@ struct FileOptions {
   bool cache_no_flush = false;
   DiscardMode discard = DiscardMode::kIgnore;
   LockingMode locking = LockingMode::kAuto;
+  bool operator==(const FileOptions&) const = default;
 };
 
-// The qcow2 driver's options, with QEMU's names and defaults. Its `file` and `backing` children are
-// opened by the caller and handed to OpenQcow2Node (block/open.h).
+// QEMU's raw format: the child's bytes from `offset`, `size` of them (default: to its end).
+struct RawOptions {
+  uint64_t offset = 0;
+  std::optional<uint64_t> size;
+  // ignore: discard requests complete without reaching the child; unmap: passed on.
+  DiscardMode discard = DiscardMode::kIgnore;
+  bool operator==(const RawOptions&) const = default;
+};
+
+struct BlockdevOptions;
+
+// How options name a child node (QEMU's BlockdevRef / BlockdevRefOrNull).
+struct ChildRef {
+  enum class Kind {
+    kReference,  // an existing node, by node name
+    kInline,     // a node defined right here, owned by its parent
+    kNull,       // backing only: explicitly no backing node
+  };
+  Kind kind = Kind::kReference;
+  std::string node_name;                           // kReference
+  std::shared_ptr<const BlockdevOptions> options;  // kInline
+
+  bool operator==(const ChildRef& other) const;
+};
+
+// The qcow2 driver's options, with QEMU's names and defaults (block/qcow2/ implements the driver;
+// its `file` and `backing` children are BlockdevOptions::file and ::backing).
 struct Qcow2Options {
   // lazy-refcounts: defer refcount updates and keep the image marked dirty meanwhile. Unset: the
   // image's lazy refcounts compatible feature bit decides (QEMU's default).
@@ -44,12 +72,23 @@ struct Qcow2Options {
   // The node's discard option: with kUnmap, discard requests free clusters and pass the freed
   // ranges on to the file child; with kIgnore they do nothing.
   DiscardMode discard = DiscardMode::kIgnore;
+  bool operator==(const Qcow2Options&) const = default;
 };
 
 struct BlockdevOptions {
+  // Required at the top; an inline child without one gets an automatic name ("#block123").
   std::string node_name;
   bool read_only = false;
-  std::variant<NullOptions, FileOptions> driver;
+  std::variant<NullOptions, FileOptions, RawOptions, Qcow2Options> driver;
+  std::optional<ChildRef> file;     // format drivers' protocol child
+  std::optional<ChildRef> backing;  // qcow2; unset: the one the image header names
+  bool operator==(const BlockdevOptions&) const = default;
 };
+
+inline bool ChildRef::operator==(const ChildRef& other) const {
+  if (kind != other.kind || node_name != other.node_name) return false;
+  if (options == nullptr || other.options == nullptr) return options == other.options;
+  return *options == *other.options;
+}
 
 }  // namespace bexd::block

@@ -1,5 +1,8 @@
 #include "cli/blockdev_schema.h"
 
+#include <fmt/format.h>
+
+#include "cli/json_text.h"
 #include "cli/names.h"
 #include "cli/paths.h"
 
@@ -7,8 +10,13 @@ namespace bexd::cli {
 namespace {
 
 using block::AioMode;
+using block::ChildRef;
 using block::DiscardMode;
 using block::LockingMode;
+using nlohmann::json;
+
+absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax syntax,
+                                                 const std::string& path, bool inline_child);
 
 block::FileOptions ReadFileOptions(OptionReader& reader) {
   block::FileOptions file;
@@ -31,23 +39,114 @@ block::NullOptions ReadNullOptions(OptionReader& reader) {
   return null;
 }
 
-}  // namespace
+block::RawOptions ReadRawOptions(OptionReader& reader) {
+  block::RawOptions raw;
+  reader.Size("offset", &raw.offset);
+  uint64_t size = 0;
+  reader.Size("size", &size);
+  if (reader.Has("size")) raw.size = size;
+  return raw;
+}
 
-absl::StatusOr<block::BlockdevOptions> ParseBlockdevOptions(const nlohmann::json& object,
-                                                            Syntax syntax,
-                                                            const std::string& path) {
+block::Qcow2Options ReadQcow2Options(OptionReader& reader) {
+  block::Qcow2Options qcow2;
+  // Read even when absent, so that the key counts as known in errors.
+  auto optional_size = [&](std::string_view key, std::optional<uint64_t>* out) {
+    uint64_t value = 0;
+    reader.Size(key, &value);
+    if (reader.Has(key)) *out = value;
+  };
+  bool lazy = false;
+  reader.Bool("lazy-refcounts", &lazy);
+  if (reader.Has("lazy-refcounts")) qcow2.lazy_refcounts = lazy;
+  optional_size("cache-size", &qcow2.cache_size);
+  optional_size("l2-cache-size", &qcow2.l2_cache_size);
+  optional_size("refcount-cache-size", &qcow2.refcount_cache_size);
+  reader.Integer("cache-clean-interval", &qcow2.cache_clean_interval, 0, UINT32_MAX);
+  return qcow2;
+}
+
+void SetDefault(json* object, const std::string& key, const json& value) {
+  if (!object->contains(key)) (*object)[key] = value;
+}
+
+// QEMU's inherited options (bdrv_inherited_options, bdrv_backing_options): a child defined
+// inline takes its parent's cache.direct and cache.no-flush unless it sets them. A file child
+// also takes the parent's read-only and passes discards on (unmap: the format node above decides
+// whether they reach it); a backing child is read-only unless it says otherwise.
+json InheritedOptions(const json& parent, json child, std::string_view role, Syntax syntax) {
+  if (auto cache = parent.find("cache"); cache != parent.end() && cache->is_object()) {
+    json& child_cache = child["cache"];
+    if (child_cache.is_null()) child_cache = json::object();
+    if (child_cache.is_object()) {
+      for (const char* key : {"direct", "no-flush"}) {
+        if (cache->contains(key)) SetDefault(&child_cache, key, (*cache)[key]);
+      }
+    }
+  }
+  if (role == "backing") {
+    SetDefault(&child, "read-only", syntax == Syntax::kJson ? json(true) : json("on"));
+    return child;
+  }
+  if (parent.contains("read-only")) SetDefault(&child, "read-only", parent["read-only"]);
+  SetDefault(&child, "discard", "unmap");
+  return child;
+}
+
+// A BlockdevRef (`file`) or BlockdevRefOrNull (`backing`, nullable): a node name, the child's
+// own options, or null. Keyval cannot say null, so there `backing=null` means it.
+std::optional<ChildRef> ReadChild(OptionReader& reader, const json& parent, Syntax syntax,
+                                  const std::string& role, bool required, bool nullable) {
+  const json* value = reader.Value(role);
+  if (!reader.ok()) return std::nullopt;
+  if (value == nullptr) {
+    if (required) reader.Fail(role, "missing (required)");
+    return std::nullopt;
+  }
+  const bool keyval_null =
+      syntax == Syntax::kKeyval && value->is_string() && value->get<std::string>() == "null";
+  if (nullable && (value->is_null() || keyval_null)) return ChildRef{.kind = ChildRef::Kind::kNull};
+  if (value->is_string()) {
+    std::string name = value->get<std::string>();
+    if (name.empty()) reader.Fail(role, "must not be empty");
+    return ChildRef{.kind = ChildRef::Kind::kReference, .node_name = std::move(name)};
+  }
+  if (value->is_object()) {
+    absl::StatusOr<block::BlockdevOptions> child =
+        ParseNode(InheritedOptions(parent, *value, role, syntax), syntax, reader.PathOf(role),
+                  /*inline_child=*/true);
+    if (!child.ok()) {
+      reader.Fail(child.status());
+      return std::nullopt;
+    }
+    return ChildRef{.kind = ChildRef::Kind::kInline,
+                    .options = std::make_shared<block::BlockdevOptions>(*std::move(child))};
+  }
+  reader.Fail(role, fmt::format("expected a node name{}, got {}",
+                                nullable ? ", a node's options or null" : " or a node's options",
+                                DumpJson(*value)));
+  return std::nullopt;
+}
+
+absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax syntax,
+                                                 const std::string& path, bool inline_child) {
   OptionReader reader(object, syntax, path);
   block::BlockdevOptions options;
   std::string driver;
   reader.RequiredString("driver", &driver);
-  reader.RequiredString("node-name", &options.node_name);
-  if (reader.ok()) {
+  if (inline_child) {
+    reader.String("node-name", &options.node_name);
+  } else {
+    reader.RequiredString("node-name", &options.node_name);
+  }
+  if (reader.ok() && !options.node_name.empty()) {
     absl::Status name_status = CheckName(options.node_name);
     if (!name_status.ok()) reader.Fail("node-name", std::string(name_status.message()));
   }
   reader.Bool("read-only", &options.read_only);
 
-  // QEMU accepts the cache and discard options for every driver; only `file` acts on them.
+  // QEMU accepts the cache and discard options for every driver: `file` acts on all of them,
+  // format drivers on discard, and children defined inline inherit them.
   bool cache_direct = false;
   bool cache_no_flush = false;
   DiscardMode discard = DiscardMode::kIgnore;
@@ -68,12 +167,31 @@ absl::StatusOr<block::BlockdevOptions> ParseBlockdevOptions(const nlohmann::json
     options.driver = std::move(file);
   } else if (driver == "null-co" || driver == "null") {
     options.driver = ReadNullOptions(reader);
+  } else if (driver == "raw") {
+    block::RawOptions raw = ReadRawOptions(reader);
+    raw.discard = discard;
+    options.driver = raw;
+    options.file = ReadChild(reader, object, syntax, "file", /*required=*/true, false);
+  } else if (driver == "qcow2") {
+    block::Qcow2Options qcow2 = ReadQcow2Options(reader);
+    qcow2.discard = discard;
+    options.driver = qcow2;
+    options.file = ReadChild(reader, object, syntax, "file", /*required=*/true, false);
+    options.backing = ReadChild(reader, object, syntax, "backing", false, /*nullable=*/true);
   } else if (reader.ok()) {
-    reader.Fail("driver", "'" + driver + "' is not supported by bexd (supported: file, null-co)");
+    reader.Fail("driver",
+                "'" + driver + "' is not supported by bexd (supported: file, null-co, raw, qcow2)");
   }
   absl::Status status = reader.Finish();
   if (!status.ok()) return status;
   return options;
+}
+
+}  // namespace
+
+absl::StatusOr<block::BlockdevOptions> ParseBlockdevOptions(const json& object, Syntax syntax,
+                                                            const std::string& path) {
+  return ParseNode(object, syntax, path, /*inline_child=*/false);
 }
 
 }  // namespace bexd::cli

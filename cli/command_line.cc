@@ -145,13 +145,15 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string_view>
 
 std::string UsageText() {
   return R"(Usage: bexd [options]
-Exports block nodes (raw image files, null devices) as a file over FUSE or to virtio-fs guests
-through vhost-user-fs. Options take QEMU's key=value syntax or a JSON object.
+Exports block nodes (image files, null devices, raw windows of them) as a file over FUSE or to
+virtio-fs guests through vhost-user-fs. Options take QEMU's key=value syntax or a JSON object.
 
   --blockdev driver=file,node-name=NAME,filename=PATH[,aio=native|threads]
              [,cache.direct=on|off][,cache.no-flush=on|off][,read-only=on|off]
              [,discard=ignore|unmap][,locking=auto|on|off]
   --blockdev driver=null-co,node-name=NAME[,size=SIZE][,read-zeroes=on|off][,latency-ns=NS]
+  --blockdev driver=raw,node-name=NAME,file=NODE[,offset=BYTES][,size=BYTES][,discard=...]
+             a child is a node name or defined inline: file.driver=file,file.filename=PATH
   --export type=fuse,id=ID,node-name=NAME,mountpoint=FILE[,writable=on|off]
            [,growable=on|off][,allow-other=on|off|auto][,writethrough=on|off][,num-queues=N]
            [,queue-cpus=CPUS]   pin queue i to the i-th CPU of a list such as 0-3,,8

@@ -7,7 +7,7 @@
 #include <system_error>
 #include <variant>
 
-#include "block/open.h"
+#include "cli/block_query.h"
 #include "export/start.h"
 #include "util/log.h"
 
@@ -16,7 +16,14 @@ namespace {
 
 using nlohmann::json;
 
-// The file or socket an export occupies; two exports may not share one.
+// Paths are compared in this form, so two spellings of one file count as one.
+std::string CanonicalPath(const std::string& path) {
+  std::error_code error;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(path, error);
+  return error ? path : canonical.string();
+}
+
+// The file or socket an export occupies; no two exports or monitors may share one.
 std::string Endpoint(const ExportSpec& spec) {
   const std::string* path = std::visit(
       [](const auto& transport) -> const std::string* {
@@ -27,9 +34,7 @@ std::string Endpoint(const ExportSpec& spec) {
         }
       },
       spec.options.transport);
-  std::error_code error;
-  std::filesystem::path canonical = std::filesystem::weakly_canonical(*path, error);
-  return error ? *path : canonical.string();
+  return CanonicalPath(*path);
 }
 
 absl::Status ExportError(std::string_view id, std::string_view message) {
@@ -72,13 +77,6 @@ Daemon::Daemon(std::vector<std::string> iothreads) : iothreads_(std::move(iothre
 
 Daemon::~Daemon() { StopAllExports(); }
 
-const Daemon::LiveNode* Daemon::FindNode(std::string_view node_name) const {
-  for (const LiveNode& live : nodes_) {
-    if (live.node->node_name() == node_name) return &live;
-  }
-  return nullptr;
-}
-
 const Daemon::LiveExport* Daemon::FindExport(std::string_view id) const {
   for (const LiveExport& live : exports_) {
     if (live.spec.options.id == id) return &live;
@@ -87,32 +85,17 @@ const Daemon::LiveExport* Daemon::FindExport(std::string_view id) const {
 }
 
 absl::Status Daemon::AddBlockdev(const block::BlockdevOptions& options) {
-  if (FindNode(options.node_name) != nullptr) {
-    return absl::InvalidArgumentError(
-        fmt::format("node-name '{}' is already in use", options.node_name));
-  }
-  absl::StatusOr<std::shared_ptr<block::BlockNode>> node = block::OpenBlockNode(options);
-  if (!node.ok()) return node.status();
-  log::Debug("opened node '{}': {}", options.node_name, (*node)->description());
-  nodes_.push_back({options, *std::move(node)});
-  return absl::OkStatus();
+  return graph_.Add(options);
 }
 
 absl::Status Daemon::DeleteBlockdev(std::string_view node_name) {
-  auto it = std::find_if(nodes_.begin(), nodes_.end(),
-                         [&](const LiveNode& live) { return live.node->node_name() == node_name; });
-  if (it == nodes_.end()) {
-    return absl::NotFoundError(fmt::format("node '{}' not found", node_name));
-  }
+  // QEMU's first check and error: a node a block backend (here: an export) uses.
   for (const LiveExport& live : exports_) {
     if (live.spec.options.node_name == node_name) {
-      return absl::FailedPreconditionError(
-          fmt::format("node '{}' is in use by export '{}'", node_name, live.spec.options.id));
+      return absl::FailedPreconditionError(fmt::format("Node {} is in use", node_name));
     }
   }
-  nodes_.erase(it);
-  log::Info("closed node '{}'", node_name);
-  return absl::OkStatus();
+  return graph_.Delete(node_name);
 }
 
 absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
@@ -133,7 +116,10 @@ absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
     return ExportError(
         options.id, fmt::format("'{}' is already used by export '{}'", endpoint, endpoint_owner));
   }
-  const LiveNode* node = FindNode(options.node_name);
+  if (std::find(monitor_paths_.begin(), monitor_paths_.end(), endpoint) != monitor_paths_.end()) {
+    return ExportError(options.id, fmt::format("'{}' is already used by a QMP monitor", endpoint));
+  }
+  const block::BlockGraph::Entry* node = graph_.Find(options.node_name);
   if (node == nullptr) {
     return ExportError(options.id,
                        fmt::format("node-name '{}' does not name a block node", options.node_name));
@@ -143,6 +129,8 @@ absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
                                                "writable node",
                                                options.node_name));
   }
+  absl::Status allowed = graph_.CheckExport(options.node_name, options.id, options.writable);
+  if (!allowed.ok()) return allowed;
   for (const std::string& iothread : spec.iothreads) {
     if (std::find(iothreads_.begin(), iothreads_.end(), iothread) == iothreads_.end()) {
       return ExportError(options.id, fmt::format("iothread '{}' does not name an --object "
@@ -150,6 +138,22 @@ absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
                                                  iothread));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::AddMonitorPath(const std::string& path) {
+  std::string canonical = CanonicalPath(path);
+  if (std::find(monitor_paths_.begin(), monitor_paths_.end(), canonical) != monitor_paths_.end()) {
+    return absl::InvalidArgumentError(
+        fmt::format("monitor socket '{}' is already used by another monitor", canonical));
+  }
+  for (const LiveExport& live : exports_) {
+    if (Endpoint(live.spec) == canonical) {
+      return absl::InvalidArgumentError(fmt::format(
+          "monitor socket '{}' is already used by export '{}'", canonical, live.spec.options.id));
+    }
+  }
+  monitor_paths_.push_back(std::move(canonical));
   return absl::OkStatus();
 }
 
@@ -165,8 +169,9 @@ absl::Status Daemon::AddExport(const ExportSpec& spec) {
   absl::Status status = CheckNewExport(spec, {});
   if (!status.ok()) return status;
   absl::StatusOr<std::unique_ptr<exp::Export>> running =
-      exp::StartExport(spec.options, FindNode(spec.options.node_name)->node, export_ended_);
+      exp::StartExport(spec.options, graph_.Find(spec.options.node_name)->node, export_ended_);
   if (!running.ok()) return running.status();
+  graph_.Retain(spec.options.node_name, spec.options.id, spec.options.writable);
   log::Debug("export '{}' ({}) serves node '{}' at {}", spec.options.id, (*running)->type(),
              spec.options.node_name, Endpoint(spec));
   exports_.push_back({spec, *std::move(running)});
@@ -186,8 +191,7 @@ absl::Status Daemon::DeleteExport(std::string_view id, ExportDeleteMode mode) {
         fmt::format("export '{}' is in use; close it first or use mode=hard", id));
   }
   std::string deleted_id = it->spec.options.id;
-  it->running->Stop();
-  exports_.erase(it);
+  RemoveExport(it);
   log::Info("export '{}' removed", deleted_id);
   if (export_deleted_) export_deleted_(deleted_id);
   return absl::OkStatus();
@@ -203,43 +207,30 @@ void Daemon::RemoveEndedExports() {
     log::Warn("export '{}' ended on its own ({}); removed it", id, it->running->ended_reason());
     // Joins the queue threads (the last one may still be returning from the ended callback), so
     // the export is destroyed here, never on one of its own threads.
-    it->running->Stop();
-    it = exports_.erase(it);
+    it = RemoveExport(it);
     if (export_deleted_) export_deleted_(id);
   }
 }
 
+std::vector<Daemon::LiveExport>::iterator Daemon::RemoveExport(
+    std::vector<LiveExport>::iterator it) {
+  it->running->Stop();
+  std::string node_name = it->spec.options.node_name;
+  std::string id = it->spec.options.id;
+  it = exports_.erase(it);
+  graph_.Release(node_name, id);
+  return it;
+}
+
 void Daemon::StopAllExports() {
   while (!exports_.empty()) {
-    LiveExport& last = exports_.back();
-    last.running->Stop();
-    log::Debug("export '{}' stopped", last.spec.options.id);
-    exports_.pop_back();
+    std::string id = exports_.back().spec.options.id;
+    RemoveExport(exports_.end() - 1);
+    log::Debug("export '{}' stopped", id);
   }
 }
 
-json Daemon::NamedBlockNodes() const {
-  json nodes = json::array();
-  for (const LiveNode& live : nodes_) {
-    const block::BlockNode& node = *live.node;
-    const auto* file = std::get_if<block::FileOptions>(&live.options.driver);
-    nodes.push_back({
-        {"node-name", node.node_name()},
-        {"drv", file != nullptr ? "file" : "null-co"},
-        {"ro", node.read_only()},
-        {"file", node.description()},
-        {"image",
-         {{"filename", node.description()},
-          {"format", node.driver_name()},
-          {"virtual-size", node.size()}}},
-        {"cache",
-         {{"writeback", true},
-          {"direct", file != nullptr && file->cache_direct},
-          {"no-flush", file != nullptr && file->cache_no_flush}}},
-    });
-  }
-  return nodes;
-}
+json Daemon::NamedBlockNodes(bool flat) const { return NamedBlockNodesJson(graph_, flat); }
 
 json Daemon::BlockExports() const {
   json exports = json::array();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "block/block_node.h"
+#include "block/graph.h"
 #include "block/options.h"
 #include "cli/export_schema.h"
 #include "export/export.h"
@@ -35,13 +36,18 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
+  // Opens the node and the children its options define inline (the block graph).
   absl::Status AddBlockdev(const block::BlockdevOptions& options);
-  // Refuses while an export serves the node.
+  // QEMU's blockdev-del: refused while an export serves the node or another node uses it.
   absl::Status DeleteBlockdev(std::string_view node_name);
 
-  // Checks `specs` against the live nodes and exports and against each other, without starting
-  // anything: unique ids and mountpoints/sockets, existing nodes and iothreads, writable only on a
-  // writable node.
+  // Records the socket path of a QMP monitor, so no export or other monitor may use it. Refuses
+  // a path that an export or another monitor uses already.
+  absl::Status AddMonitorPath(const std::string& path);
+
+  // Checks `specs` against the live nodes, exports and monitors and against each other, without
+  // starting anything: unique ids and mountpoints/sockets, existing nodes and iothreads, writable
+  // only on a writable node.
   absl::Status CheckNewExports(std::span<const ExportSpec> specs) const;
   absl::Status AddExport(const ExportSpec& spec);
   absl::Status DeleteExport(std::string_view id, ExportDeleteMode mode);
@@ -51,7 +57,7 @@ class Daemon {
   void StopAllExports();
 
   // QMP's query-named-block-nodes, query-block-exports and x-query-export-stats results.
-  nlohmann::json NamedBlockNodes() const;
+  nlohmann::json NamedBlockNodes(bool flat) const;
   nlohmann::json BlockExports() const;
   absl::StatusOr<nlohmann::json> ExportStats(const std::optional<std::string>& id) const;
 
@@ -72,18 +78,15 @@ class Daemon {
     std::unique_ptr<exp::Export> running;
   };
 
-  struct LiveNode {
-    block::BlockdevOptions options;
-    std::shared_ptr<block::BlockNode> node;
-  };
-
-  const LiveNode* FindNode(std::string_view node_name) const;
   const LiveExport* FindExport(std::string_view id) const;
   absl::Status CheckNewExport(const ExportSpec& spec, std::span<const ExportSpec> also_new) const;
+  // Stops an export and forgets it, releasing its node; the export after it.
+  std::vector<LiveExport>::iterator RemoveExport(std::vector<LiveExport>::iterator it);
 
   std::vector<std::string> iothreads_;
-  std::vector<LiveNode> nodes_;
+  block::BlockGraph graph_;
   std::vector<LiveExport> exports_;
+  std::vector<std::string> monitor_paths_;  // canonical
   std::function<void(const std::string&)> export_deleted_;
   exp::Export::EndedFn export_ended_;
 };

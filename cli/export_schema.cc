@@ -26,6 +26,8 @@ constexpr size_t kMaxTagLength = 36;
 void CheckMountpoint(OptionReader& reader, const std::string& mountpoint) {
   struct stat st;
   if (::stat(mountpoint.c_str(), &st) != 0) {
+    // A FUSE mount left by a killed bexd answers ENOTCONN; starting the export clears it.
+    if (errno == ENOTCONN) return;
     reader.Fail("mountpoint", fmt::format("'{}': {}", mountpoint, std::strerror(errno)));
   } else if (!S_ISREG(st.st_mode)) {
     reader.Fail(

@@ -1,5 +1,11 @@
 #include "cli/json_stream.h"
 
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "cli/json_text.h"
+
 namespace bexd::cli {
 namespace {
 
@@ -7,49 +13,84 @@ bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
 }  // namespace
 
-std::optional<std::string> JsonStream::Next() {
-  if (overflowed_) return std::nullopt;
-  if (scanned_ == 0) {
-    while (begin_ < buffer_.size() && IsSpace(buffer_[begin_])) ++begin_;
-    // Drop consumed bytes now and then, not per document, so pipelined requests stay linear.
-    if (begin_ == buffer_.size() || begin_ > buffer_.size() / 2) {
-      buffer_.erase(0, begin_);
-      begin_ = 0;
-    }
-    if (buffer_.empty()) return std::nullopt;
+std::optional<absl::StatusOr<std::string>> JsonStream::Next() {
+  while (scanned_ < input_.size()) {
+    std::optional<absl::StatusOr<std::string>> result = Scan(input_[scanned_++]);
+    if (result) return result;
   }
-  bool container = buffer_[begin_] == '{' || buffer_[begin_] == '[';
-  for (size_t i = begin_ + scanned_; i < buffer_.size(); ++i) {
-    char c = buffer_[i];
-    bool complete = false;
-    if (!container) {
-      complete = c == '\n';
-    } else if (in_string_) {
-      if (escaped_) {
-        escaped_ = false;
-      } else if (c == '\\') {
-        escaped_ = true;
-      } else if (c == '"') {
-        in_string_ = false;
-      }
-    } else if (c == '"') {
-      in_string_ = true;
-    } else if (c == '{' || c == '[') {
-      ++depth_;
-    } else if (c == '}' || c == ']') {
-      complete = --depth_ == 0;
-    }
-    if (complete) {
-      std::string document = buffer_.substr(begin_, i + 1 - begin_);
-      begin_ = i + 1;
-      scanned_ = 0;
-      depth_ = 0;
-      return document;
-    }
-  }
-  scanned_ = buffer_.size() - begin_;
-  if (scanned_ > max_bytes_) overflowed_ = true;
+  input_.clear();
+  scanned_ = 0;
   return std::nullopt;
+}
+
+void JsonStream::Keep(std::string_view text) {
+  if (!skipping_) message_.append(text);
+}
+
+std::optional<absl::StatusOr<std::string>> JsonStream::Scan(char c) {
+  if (state_ == State::kBetween) {
+    if (IsSpace(c)) return std::nullopt;
+    state_ = c == '{' || c == '[' ? State::kValue : State::kLine;
+  }
+  ++message_bytes_;
+  bool complete = false;
+  switch (state_) {
+    case State::kBetween:
+    case State::kLine:
+      Keep(std::string_view(&c, 1));
+      complete = c == '\n';
+      break;
+    case State::kValue:
+      if (c == '"' || c == '\'') {
+        state_ = State::kString;
+        quote_ = c;
+        Keep("\"");
+        break;
+      }
+      if (c == '{' || c == '[') ++depth_;
+      if (c == '}' || c == ']') complete = --depth_ == 0;
+      Keep(std::string_view(&c, 1));
+      break;
+    case State::kString:
+      if (c == '\\') {
+        state_ = State::kStringEscape;  // kept with the byte that follows
+      } else if (c == quote_) {
+        state_ = State::kValue;
+        Keep("\"");
+      } else if (c == '"') {
+        Keep("\\\"");  // a double quote inside single quotes
+      } else {
+        Keep(std::string_view(&c, 1));
+      }
+      break;
+    case State::kStringEscape:
+      state_ = State::kString;
+      // QEMU accepts \' in both kinds of strings; JSON has no such escape.
+      if (c == '\'') {
+        Keep("'");
+      } else {
+        Keep("\\");
+        Keep(std::string_view(&c, 1));
+      }
+      break;
+  }
+  std::optional<absl::StatusOr<std::string>> result;
+  if (!skipping_ && (depth_ > kMaxJsonDepth || message_bytes_ > max_bytes_)) {
+    result = absl::InvalidArgumentError(
+        depth_ > kMaxJsonDepth
+            ? JsonDepthError()
+            : fmt::format("JSON token size limit exceeded (a request may be at most {} bytes)",
+                          max_bytes_));
+    skipping_ = true;
+    message_ = {};
+  }
+  if (complete) {
+    state_ = State::kBetween;
+    depth_ = 0;
+    message_bytes_ = 0;
+    if (!std::exchange(skipping_, false)) result = std::exchange(message_, {});
+  }
+  return result;
 }
 
 }  // namespace bexd::cli

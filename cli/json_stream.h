@@ -1,7 +1,18 @@
-// Splits the byte stream of a QMP connection into JSON documents. A document is a balanced {...}
-// or [...] (strings and escapes respected, so braces inside strings do not count), or, for
-// anything else, the rest of the line, which the caller then reports as an error.
+// Splits the byte stream of a QMP connection into JSON messages, as QEMU's JSON streamer does. A
+// message is a balanced {...} or [...] (strings and escapes respected, so brackets inside strings
+// do not count), or, for anything else, the rest of the line, which the caller then reports as an
+// error.
+//
+// The limits are enforced here, while scanning, before anything is parsed into a tree: a message
+// nested deeper than kMaxJsonDepth or longer than the byte limit is refused, and the rest of it
+// is skipped without being kept, up to where its brackets balance (or the line ends), so the
+// connection stays usable for the next message.
+//
+// Strings in single quotes, which QEMU's parser accepts and iotests send, are rewritten into
+// double-quoted JSON strings on the way, as are the \' escapes QEMU allows in either kind.
 #pragma once
+
+#include <absl/status/statusor.h>
 
 #include <cstddef>
 #include <optional>
@@ -12,24 +23,31 @@ namespace bexd::cli {
 
 class JsonStream {
  public:
-  explicit JsonStream(size_t max_document_bytes) : max_bytes_(max_document_bytes) {}
+  explicit JsonStream(size_t max_message_bytes) : max_bytes_(max_message_bytes) {}
 
-  void Append(std::string_view bytes) { buffer_.append(bytes); }
-  // The next complete document, if any.
-  std::optional<std::string> Next();
-  // True once an unfinished document has grown beyond the limit; the connection should be
-  // dropped, since there is no safe place to resume.
-  bool overflowed() const { return overflowed_; }
+  void Append(std::string_view bytes) { input_.append(bytes); }
+  // The next complete message, or the error that refused it; nullopt until more input comes.
+  std::optional<absl::StatusOr<std::string>> Next();
+  // What this stream holds in memory: input not scanned yet and the unfinished message.
+  size_t buffered_bytes() const { return input_.size() - scanned_ + message_.size(); }
 
  private:
+  enum class State { kBetween, kLine, kValue, kString, kStringEscape };
+
+  // Scans one byte: a complete message, the error that refuses the current one, or nullopt.
+  std::optional<absl::StatusOr<std::string>> Scan(char c);
+  // Appends to the current message, unless it is being skipped.
+  void Keep(std::string_view text);
+
   size_t max_bytes_;
-  std::string buffer_;
-  size_t begin_ = 0;    // where the current document starts in buffer_
-  size_t scanned_ = 0;  // bytes of the current document already scanned
+  std::string input_;
+  size_t scanned_ = 0;  // bytes of input_ already scanned
+  State state_ = State::kBetween;
+  char quote_ = '"';  // the quote that ends the current string
   int depth_ = 0;
-  bool in_string_ = false;
-  bool escaped_ = false;
-  bool overflowed_ = false;
+  std::string message_;       // the current message, as far as it has been scanned (and rewritten)
+  size_t message_bytes_ = 0;  // input bytes of the current message, also while skipping
+  bool skipping_ = false;     // the current message was refused; its rest is not kept
 };
 
 }  // namespace bexd::cli

@@ -76,6 +76,11 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
     absl::Status status = daemon.AddBlockdev(options);
     if (!status.ok()) return fail(status);
   }
+  // Monitors first, so that the export checks see their socket paths.
+  for (const MonitorSpec& monitor : config.monitors) {
+    absl::Status status = daemon.AddMonitorPath(monitor.path);
+    if (!status.ok()) return fail(status);
+  }
   absl::Status status = daemon.CheckNewExports(config.exports);
   if (!status.ok()) return fail(status);
   for (const MonitorSpec& monitor : config.monitors) {

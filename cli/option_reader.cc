@@ -74,6 +74,10 @@ void OptionReader::Fail(std::string_view key, std::string_view message) {
   if (ok()) *error_ = absl::InvalidArgumentError(fmt::format("{}: {}", PathOf(key), message));
 }
 
+void OptionReader::Fail(const absl::Status& status) {
+  if (ok()) *error_ = status;
+}
+
 void OptionReader::Expected(std::string_view key, std::string_view what, const json& got) {
   Fail(key, fmt::format("expected {}, got {}", what, DumpJson(got)));
 }

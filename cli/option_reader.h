@@ -72,8 +72,14 @@ class OptionReader {
   // keys and errors are reported by this reader's Finish().
   OptionReader& Child(std::string_view key);
 
+  // The value at `key` as given (nullptr if absent), marking the key as read: for a value whose
+  // shape decides how it is read, or that a nested schema parses.
+  const nlohmann::json* Value(std::string_view key) { return Take(key); }
+
   // Records an error for `key` unless one was recorded already.
   void Fail(std::string_view key, std::string_view message);
+  // Records an error a nested schema reported (its message names the full path already).
+  void Fail(const absl::Status& status);
   bool ok() const { return error_->ok(); }
   // Reports the first error, or else the first key that nothing read.
   absl::Status Finish();

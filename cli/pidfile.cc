@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -19,12 +20,31 @@ absl::Status PidfileError(const std::string& path, std::string_view what) {
       fmt::format("--pidfile '{}': {}: {}", path, what, std::strerror(errno)));
 }
 
-std::string ReadHolder(int fd) {
+absl::Status Refused(const std::string& path, std::string_view why) {
+  return absl::FailedPreconditionError(fmt::format("--pidfile '{}': {}", path, why));
+}
+
+// The file's first bytes, without trailing newlines and spaces.
+std::string ReadContent(int fd) {
   char buffer[32] = {};
   ssize_t n = ::pread(fd, buffer, sizeof(buffer) - 1, 0);
   std::string_view text(buffer, n > 0 ? n : 0);
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
-  return text.empty() ? "unknown" : std::string(text);
+  return std::string(text);
+}
+
+std::string ReadHolder(int fd) {
+  std::string holder = ReadContent(fd);
+  return holder.empty() ? "unknown" : holder;
+}
+
+// Empty (a new file, or a daemon that died before it served) or a pid a daemon wrote: the file
+// may be taken over. Anything else is someone's file put at the wrong path.
+bool HoldsAPidOrNothing(int fd, const struct stat& st) {
+  constexpr off_t kLongestPidLine = 16;
+  if (st.st_size > kLongestPidLine) return false;
+  std::string content = ReadContent(fd);
+  return std::all_of(content.begin(), content.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace
@@ -33,8 +53,24 @@ absl::StatusOr<std::unique_ptr<Pidfile>> Pidfile::Acquire(const std::string& pat
   // A daemon that exits unlinks the file while holding the lock; retry if we locked a file
   // that is no longer the one at `path`.
   for (int attempt = 0; attempt < 10; ++attempt) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return PidfileError(path, "open");
+    // O_NOFOLLOW: a symlink planted at the path must not make us truncate its target.
+    // O_NONBLOCK: opening a FIFO or a device must not wait.
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (fd < 0) {
+      if (errno == ELOOP) return Refused(path, "is a symbolic link; refusing to follow it");
+      if (errno == EISDIR) return Refused(path, "is not a regular file");
+      return PidfileError(path, "open");
+    }
+    struct stat opened;
+    if (::fstat(fd, &opened) != 0) {
+      absl::Status error = PidfileError(path, "stat");
+      ::close(fd);
+      return error;
+    }
+    if (!S_ISREG(opened.st_mode)) {
+      ::close(fd);
+      return Refused(path, "is not a regular file");
+    }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       int error = errno;
       std::string holder = ReadHolder(fd);
@@ -46,9 +82,13 @@ absl::StatusOr<std::unique_ptr<Pidfile>> Pidfile::Acquire(const std::string& pat
       errno = error;
       return PidfileError(path, "flock");
     }
-    struct stat opened, current;
-    if (::fstat(fd, &opened) == 0 && ::stat(path.c_str(), &current) == 0 &&
+    struct stat current;
+    if (::fstat(fd, &opened) == 0 && ::lstat(path.c_str(), &current) == 0 &&
         opened.st_ino == current.st_ino && opened.st_dev == current.st_dev) {
+      if (!HoldsAPidOrNothing(fd, opened)) {
+        ::close(fd);
+        return Refused(path, "holds something other than a pid; refusing to overwrite it");
+      }
       // Whatever the file holds is a dead process's pid. Emptied now, it reads empty until the
       // exports are up and then holds the whole pid, never a stale or a half-written one.
       if (::ftruncate(fd, 0) != 0) {

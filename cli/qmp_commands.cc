@@ -50,11 +50,11 @@ absl::StatusOr<json> BlockdevDel(Daemon& daemon, const json& arguments) {
 }
 
 absl::StatusOr<json> QueryNamedBlockNodes(Daemon& daemon, const json& arguments) {
-  bool flat = false;  // bexd nodes have no children, so every listing is flat
+  bool flat = false;  // QEMU's: leave out the nested backing-image
   absl::Status status =
       ReadArguments(arguments, [&](OptionReader& reader) { reader.Bool("flat", &flat); });
   if (!status.ok()) return status;
-  return daemon.NamedBlockNodes();
+  return daemon.NamedBlockNodes(flat);
 }
 
 absl::StatusOr<json> BlockExportAdd(Daemon& daemon, const json& arguments) {

@@ -1,18 +1,19 @@
 #include "cli/qmp_server.h"
 
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "cli/json_text.h"
 #include "util/log.h"
+#include "util/rate_limit.h"
 
 namespace bexd::cli {
 namespace {
@@ -22,35 +23,27 @@ constexpr size_t kReadChunk = 64 * 1024;
 // Bytes read from one client per wake-up, so one busy client cannot starve the others.
 constexpr size_t kReadBudget = 1 << 20;
 
-absl::Status SocketError(const std::string& path, std::string_view what) {
-  return absl::InvalidArgumentError(
-      fmt::format("monitor socket '{}': {}: {}", path, what, std::strerror(errno)));
-}
+// Every line a client can cause goes through a rate limit of its own (util/rate_limit.h).
+log::RateLimit connected_log;
+log::RateLimit dropped_log;
+log::RateLimit refused_log;
+log::RateLimit accept_log;
+log::RateLimit out_of_descriptors_log;
 
-// Removes a socket file left by a daemon that is gone; refuses if one still answers on it or the
-// path is something else.
-absl::Status ClearStaleSocket(const sockaddr_un& address, const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
-    return errno == ENOENT ? absl::OkStatus() : SocketError(path, "stat");
-  }
-  if (!S_ISSOCK(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        fmt::format("monitor socket '{}': the path exists and is not a socket", path));
-  }
-  int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (probe < 0) return SocketError(path, "socket");
-  bool live = ::connect(probe, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
-  ::close(probe);
-  if (live) {
-    return absl::InvalidArgumentError(
-        fmt::format("monitor socket '{}': another server is listening on it", path));
-  }
-  if (::unlink(path.c_str()) != 0) return SocketError(path, "unlink stale socket");
-  return absl::OkStatus();
+int OpenSpareDescriptor() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
+
+// Sends one error line to a connection that will not be served and closes it; the socket is new,
+// so the line fits in its buffer.
+void Refuse(int fd, bool pretty, std::string_view desc) {
+  std::string line = DumpJson(QmpError("GenericError", desc), pretty) + "\r\n";
+  [[maybe_unused]] ssize_t n = ::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::close(fd);
 }
 
 }  // namespace
+
+QmpServer::QmpServer(EventLoop* loop, QmpCommands* commands)
+    : loop_(loop), commands_(commands), spare_fd_(OpenSpareDescriptor()) {}
 
 QmpServer::~QmpServer() {
   for (Client& client : clients_) {
@@ -61,36 +54,21 @@ QmpServer::~QmpServer() {
   }
   for (const Listener& listener : listeners_) {
     loop_->Remove(listener.fd);
-    ::close(listener.fd);
-    ::unlink(listener.path.c_str());
   }
+  if (spare_fd_ >= 0) ::close(spare_fd_);
 }
 
 absl::Status QmpServer::Listen(const std::string& path, bool pretty) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(fmt::format("monitor socket '{}': path too long", path));
+  absl::StatusOr<exp::UnixSocketListener> socket = exp::UnixSocketListener::Listen(path, SOMAXCONN);
+  if (!socket.ok()) {
+    return absl::Status(socket.status().code(),
+                        fmt::format("monitor {}", std::string(socket.status().message())));
   }
-  std::memcpy(address.sun_path, path.data(), path.size());
-  absl::Status status = ClearStaleSocket(address, path);
-  if (!status.ok()) return status;
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return SocketError(path, "socket");
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
-    status = SocketError(path, "bind");
-    ::close(fd);
-    return status;
-  }
-  if (::listen(fd, SOMAXCONN) != 0) {
-    status = SocketError(path, "listen");
-    ::close(fd);
-    ::unlink(path.c_str());
-    return status;
-  }
-  listeners_.push_back({fd, path, pretty});
+  listeners_.push_back({socket->fd(), path, pretty});
+  sockets_.push_back(*std::move(socket));
   const Listener listener = listeners_.back();
-  status = loop_->Add(fd, EPOLLIN, [this, listener](uint32_t) { Accept(listener); });
+  absl::Status status =
+      loop_->Add(listener.fd, EPOLLIN, [this, listener](uint32_t) { Accept(listener); });
   if (!status.ok()) return status;
   log::Debug("QMP monitor listening on {}", path);
   return absl::OkStatus();
@@ -100,11 +78,27 @@ void QmpServer::Accept(const Listener& listener) {
   for (;;) {
     int fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
-        log::Warn("QMP monitor {}: accept: {}", listener.path, std::strerror(errno));
-      }
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;
+      if (errno == EMFILE || errno == ENFILE) {
+        log::Limited(out_of_descriptors_log, log::Level::kWarn,
+                     "QMP monitor {}: out of file descriptors ({}); refusing new clients",
+                     listener.path, std::strerror(errno));
+        if (RefuseWithSpareDescriptor(listener)) continue;
+        break;
+      }
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        log::Limited(accept_log, log::Level::kWarn, "QMP monitor {}: accept: {}", listener.path,
+                     std::strerror(errno));
+      }
+      break;
+    }
+    if (connected_ >= kMaxClients) {
+      log::Limited(refused_log, log::Level::kWarn,
+                   "QMP monitor {}: refused a client: {} clients are connected already",
+                   listener.path, kMaxClients);
+      Refuse(fd, listener.pretty,
+             fmt::format("too many QMP clients (at most {}); closing the connection", kMaxClients));
+      continue;
     }
     Client& client = clients_.emplace_back();
     client.fd = fd;
@@ -112,18 +106,53 @@ void QmpServer::Accept(const Listener& listener) {
     Client* pointer = &client;
     absl::Status status = loop_->Add(fd, kReadEvents, [this, pointer](uint32_t events) {
       OnClientEvent(pointer, events);
-      std::erase_if(clients_, [](const Client& c) { return c.fd < 0; });
+      EnforceHeldLimit();
+      ForgetDroppedClients();
     });
     if (!status.ok()) {
-      log::Warn("QMP monitor {}: {}", listener.path, status.ToString());
+      log::Limited(accept_log, log::Level::kWarn, "QMP monitor {}: {}", listener.path,
+                   status.ToString());
       ::close(fd);
       clients_.pop_back();
       continue;
     }
-    log::Debug("QMP client connected on {}", listener.path);
+    ++connected_;
+    log::Limited(connected_log, log::Level::kDebug, "QMP client connected on {}", listener.path);
     Send(&client, QmpGreeting());
   }
   ForgetDroppedClients();
+}
+
+bool QmpServer::RefuseWithSpareDescriptor(const Listener& listener) {
+  int fd = -1;
+  if (spare_fd_ >= 0) {
+    ::close(spare_fd_);
+    fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      Refuse(fd, listener.pretty, "bexd is out of file descriptors; closing the connection");
+    }
+    spare_fd_ = OpenSpareDescriptor();
+  }
+  if (spare_fd_ < 0) {
+    // Another thread took the descriptor: stop polling the listeners until a client leaves.
+    PauseListeners();
+    return false;
+  }
+  return fd >= 0;
+}
+
+void QmpServer::PauseListeners() {
+  if (listeners_paused_) return;
+  listeners_paused_ = true;
+  for (const Listener& listener : listeners_) (void)loop_->Modify(listener.fd, 0);
+}
+
+void QmpServer::ResumeListeners() {
+  if (!listeners_paused_) return;
+  if (spare_fd_ < 0) spare_fd_ = OpenSpareDescriptor();
+  if (spare_fd_ < 0) return;
+  listeners_paused_ = false;
+  for (const Listener& listener : listeners_) (void)loop_->Modify(listener.fd, EPOLLIN);
 }
 
 void QmpServer::ForgetDroppedClients() {
@@ -137,10 +166,12 @@ void QmpServer::OnClientEvent(Client* client, uint32_t events) {
   if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
   bool end_of_stream = false;
   char buffer[kReadChunk];
-  for (size_t total = 0; total < kReadBudget;) {
+  for (size_t total = 0; total < kReadBudget && client->fd >= 0;) {
     ssize_t n = ::read(client->fd, buffer, sizeof(buffer));
     if (n > 0) {
+      // Handled chunk by chunk, so the stream holds one chunk of input at most.
       client->input.Append(std::string_view(buffer, n));
+      HandleInput(client);
       total += n;
       continue;
     }
@@ -149,7 +180,6 @@ void QmpServer::OnClientEvent(Client* client, uint32_t events) {
     end_of_stream = true;  // EOF or a connection error
     break;
   }
-  HandleInput(client);
   if (client->fd >= 0 && end_of_stream) {
     Flush(client);
     if (client->fd >= 0) Drop(client, "disconnected");
@@ -158,22 +188,17 @@ void QmpServer::OnClientEvent(Client* client, uint32_t events) {
 
 void QmpServer::HandleInput(Client* client) {
   while (client->fd >= 0) {
-    std::optional<std::string> document = client->input.Next();
-    if (!document) break;
-    absl::StatusOr<nlohmann::json> request = ParseJsonText(*document);
+    std::optional<absl::StatusOr<std::string>> message = client->input.Next();
+    if (!message) break;
+    absl::StatusOr<nlohmann::json> request =
+        message->ok() ? ParseJsonText(**message) : message->status();
     if (!request.ok()) {
       Send(client, QmpError("GenericError", std::string(request.status().message())));
       continue;
     }
     Send(client, commands_->Handle(*request, &client->negotiated));
   }
-  if (client->fd >= 0 && client->input.overflowed()) {
-    Send(client, QmpError("GenericError",
-                          fmt::format("request longer than {} bytes; closing the connection",
-                                      kMaxRequestBytes)));
-    Flush(client);
-    if (client->fd >= 0) Drop(client, "request too long");
-  }
+  CountHeld(client);
 }
 
 void QmpServer::Send(Client* client, const nlohmann::json& message) {
@@ -201,6 +226,7 @@ bool QmpServer::Flush(Client* client) {
         client->want_write = true;
         (void)loop_->Modify(client->fd, kReadEvents | EPOLLOUT);
       }
+      CountHeld(client);
       return true;
     }
     Drop(client, std::strerror(errno));
@@ -210,21 +236,55 @@ bool QmpServer::Flush(Client* client) {
     client->want_write = false;
     (void)loop_->Modify(client->fd, kReadEvents);
   }
+  CountHeld(client);
   return true;
 }
 
+void QmpServer::CountHeld(Client* client) {
+  if (client->fd < 0) return;  // Drop() took its part out
+  held_bytes_ -= client->held;
+  client->held = client->input.buffered_bytes() + client->output.size();
+  held_bytes_ += client->held;
+}
+
+void QmpServer::EnforceHeldLimit() {
+  while (held_bytes_ > kMaxHeldBytes) {
+    // The client holding the most is the one flooding; the others keep what they sent.
+    Client* largest =
+        &*std::max_element(clients_.begin(), clients_.end(),
+                           [](const Client& a, const Client& b) { return a.held < b.held; });
+    log::Limited(refused_log, log::Level::kWarn,
+                 "QMP clients hold more than {} bytes of unfinished requests and unsent replies; "
+                 "dropped the one holding the most ({} bytes)",
+                 kMaxHeldBytes, largest->held);
+    Send(largest, QmpError("GenericError",
+                           fmt::format("QMP clients hold more than {} bytes of unfinished requests "
+                                       "and unsent replies, this client the most; closing the "
+                                       "connection",
+                                       kMaxHeldBytes)));
+    if (largest->fd >= 0) Drop(largest, "holding too much");
+  }
+}
+
 void QmpServer::Drop(Client* client, std::string_view reason) {
-  log::Debug("QMP client dropped: {}", reason);
+  log::Limited(dropped_log, log::Level::kDebug, "QMP client dropped: {}", reason);
   loop_->Remove(client->fd);
   ::close(client->fd);
   client->fd = -1;
   client->output.clear();
+  client->input = JsonStream(kMaxRequestBytes);
+  held_bytes_ -= client->held;
+  client->held = 0;
+  --connected_;
+  // A descriptor is free again.
+  ResumeListeners();
 }
 
 void QmpServer::Broadcast(const nlohmann::json& event) {
   for (Client& client : clients_) {
     if (client.fd >= 0 && client.negotiated) Send(&client, event);
   }
+  EnforceHeldLimit();
 }
 
 void QmpServer::FlushAll() {

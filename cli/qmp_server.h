@@ -13,23 +13,29 @@
 #include "cli/event_loop.h"
 #include "cli/json_stream.h"
 #include "cli/qmp_commands.h"
+#include "export/unix_socket_listener.h"
 
 namespace bexd::cli {
 
 class QmpServer {
  public:
-  // A request that grows beyond this without completing drops its client.
+  // A longer request is refused with an error and skipped; the client stays connected.
   static constexpr size_t kMaxRequestBytes = 1 << 20;
+  // Clients connected at once, across every monitor socket; a client beyond is refused.
+  static constexpr size_t kMaxClients = 64;
   // A client that stops reading while this much output is pending is dropped.
   static constexpr size_t kMaxPendingOutputBytes = 16 << 20;
+  // What all clients together may hold in unfinished requests and unsent replies; past it the
+  // client holding the most is dropped.
+  static constexpr size_t kMaxHeldBytes = 32 << 20;
 
-  QmpServer(EventLoop* loop, QmpCommands* commands) : loop_(loop), commands_(commands) {}
+  QmpServer(EventLoop* loop, QmpCommands* commands);
   ~QmpServer();  // closes every socket and removes the socket files it created
   QmpServer(const QmpServer&) = delete;
   QmpServer& operator=(const QmpServer&) = delete;
 
-  // Listens on a unix socket at `path`; a stale socket file there is replaced, any other file
-  // is an error.
+  // Listens on a unix socket at `path`, by exp::UnixSocketListener's rules: a stale socket file
+  // there is replaced; a live one, or any other file, is an error.
   absl::Status Listen(const std::string& path, bool pretty);
   // Sends `event` to every client past capabilities negotiation.
   void Broadcast(const nlohmann::json& event);
@@ -49,14 +55,24 @@ class QmpServer {
     bool want_write = false;
     JsonStream input{kMaxRequestBytes};
     std::string output;
+    size_t held = 0;  // input.buffered_bytes() + output.size(), as counted in held_bytes_
   };
 
   void Accept(const Listener& listener);
+  // Accepts one pending connection with the spare descriptor and refuses it; false if there was
+  // none, or the spare is lost and the listeners are paused instead.
+  bool RefuseWithSpareDescriptor(const Listener& listener);
+  void PauseListeners();
+  void ResumeListeners();
   void OnClientEvent(Client* client, uint32_t events);
   void HandleInput(Client* client);
   void Send(Client* client, const nlohmann::json& message);
   // False if the client had to be dropped.
   bool Flush(Client* client);
+  // Brings the client's part of held_bytes_ up to date after its input or output changed.
+  void CountHeld(Client* client);
+  // Drops the clients holding the most while held_bytes_ exceeds kMaxHeldBytes.
+  void EnforceHeldLimit();
   // Closes the connection at once; the Client entry stays (callers up the stack may hold it)
   // until ForgetDroppedClients(), which only the event handlers call, last.
   void Drop(Client* client, std::string_view reason);
@@ -65,7 +81,15 @@ class QmpServer {
   EventLoop* loop_;
   QmpCommands* commands_;
   std::vector<Listener> listeners_;
+  // Owns the listening sockets of listeners_ (closing them removes their files).
+  std::vector<exp::UnixSocketListener> sockets_;
   std::list<Client> clients_;
+  size_t connected_ = 0;   // clients not dropped yet
+  size_t held_bytes_ = 0;  // the sum of their held bytes
+  // Kept open so that, out of descriptors, a pending connection can still be accepted and
+  // refused, instead of staying readable on the listener and spinning the loop.
+  int spare_fd_ = -1;
+  bool listeners_paused_ = false;  // out of descriptors and without a spare one
 };
 
 }  // namespace bexd::cli

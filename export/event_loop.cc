@@ -37,6 +37,11 @@ absl::Status EventLoop::Watch(int fd, uint32_t events, uint64_t tag) {
   return absl::OkStatus();
 }
 
+void EventLoop::Unwatch(int fd) {
+  // Fails only for an fd that is not in the set, which then needs no removal.
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);
+}
+
 void EventLoop::RequestStop() {
   stop_requested_.store(true, std::memory_order_release);
   const uint64_t one = 1;

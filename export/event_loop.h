@@ -23,6 +23,8 @@ class EventLoop {
   // Watches `fd` for `events` (EPOLLIN, EPOLLET, ...); Wait() reports them with `tag`. The tag
   // kStopTag is reserved.
   absl::Status Watch(int fd, uint32_t events, uint64_t tag);
+  // Stops watching `fd` (e.g. one that hung up and would otherwise be reported forever).
+  void Unwatch(int fd);
 
   // Safe from any thread, any number of times.
   void RequestStop();

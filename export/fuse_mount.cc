@@ -103,12 +103,24 @@ bool RunFusermountUnmount(const std::string& path) {
 
 }  // namespace
 
+absl::Status DetachMount(const std::string& path) {
+  if (::umount2(path.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0) return absl::OkStatus();
+  const int error = errno;
+  if (error == EPERM && ::geteuid() != 0) {
+    if (RunFusermountUnmount(path)) return absl::OkStatus();
+    return absl::UnavailableError(
+        absl::StrCat("cannot unmount '", path, "' (fusermount3 failed; see above)"));
+  }
+  return absl::UnavailableError(
+      absl::StrCat("cannot unmount '", path, "': ", std::strerror(error)));
+}
+
 absl::StatusOr<FuseMount> FuseMount::Create(const std::string& path,
                                             const FuseMountOptions& options) {
   RouteLibfuseLog();
   const std::string base =
-      absl::StrCat("default_permissions,subtype=bexd,fsname=", SafeFsName(options.fs_name),
-                   ",max_read=", options.max_read);
+      absl::StrCat("default_permissions,subtype=", kBexdFsSubtype,
+                   ",fsname=", SafeFsName(options.fs_name), ",max_read=", options.max_read);
   bool try_allow_other =
       options.allow_other == AllowOther::kOn ||
       (options.allow_other == AllowOther::kAuto && (::geteuid() == 0 || FuseConfAllowsOther()));
@@ -187,19 +199,17 @@ void FuseMount::Unmount() {
     return;
   }
   if (::umount2(path_.c_str(), UMOUNT_NOFOLLOW) == 0) return;
-  int error = errno;
-  if (error == EBUSY) {
+  if (errno == EBUSY) {
     // Open files or a working directory keep the file system busy: detach it from the path now;
     // the kernel fails its remaining users' requests once our descriptors close.
     log::Info("'{}' is busy; detaching it lazily", path_);
-    if (::umount2(path_.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0) return;
-    error = errno;
-  }
-  if (error == EPERM && ::geteuid() != 0) {
-    RunFusermountUnmount(path_);
+  } else if (errno != EPERM) {
+    log::Error("cannot unmount '{}': {}", path_, std::strerror(errno));
     return;
   }
-  log::Error("cannot unmount '{}': {}", path_, std::strerror(error));
+  if (absl::Status status = DetachMount(path_); !status.ok()) {
+    log::Error("{}", std::string(status.message()));
+  }
 }
 
 }  // namespace bexd::exp

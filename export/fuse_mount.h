@@ -14,6 +14,13 @@
 
 namespace bexd::exp {
 
+// bexd's mounts show in /proc/self/mountinfo with type "fuse." followed by this.
+inline constexpr char kBexdFsSubtype[] = "bexd";
+
+// Detaches whatever is mounted on `path` at once (lazily: its users keep it until they let go),
+// through fusermount3 when not root.
+absl::Status DetachMount(const std::string& path);
+
 struct FuseMountOptions {
   std::string fs_name;  // the mount's source in /proc/mounts
   AllowOther allow_other = AllowOther::kAuto;

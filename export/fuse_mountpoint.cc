@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "export/fuse_dead_mount.h"
+
 namespace bexd::exp {
 namespace {
 
@@ -77,19 +79,12 @@ absl::StatusOr<std::optional<MountEntry>> TopMountAt(const std::string& path) {
 }
 
 absl::StatusOr<MountpointClaim> MountpointClaim::Acquire(const std::string& mountpoint) {
-  struct stat st;
-  if (::stat(mountpoint.c_str(), &st) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mountpoint '", mountpoint, "' cannot be used: ", std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mountpoint '", mountpoint, "' is not a regular file"));
-  }
+  // Resolving the path reads no attributes of the file itself, so a dead FUSE mount on it
+  // (answering ENOTCONN to stat) does not stop it; such a mount is cleared below.
   char* resolved = ::realpath(mountpoint.c_str(), nullptr);
   if (resolved == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("mountpoint '", mountpoint, "' cannot be resolved: ", std::strerror(errno)));
+        absl::StrCat("mountpoint '", mountpoint, "' cannot be used: ", std::strerror(errno)));
   }
   std::string path(resolved);
   ::free(resolved);
@@ -99,12 +94,23 @@ absl::StatusOr<MountpointClaim> MountpointClaim::Acquire(const std::string& moun
     return absl::AlreadyExistsError(
         absl::StrCat("mountpoint '", path, "' is already used by another export"));
   }
+  if (absl::Status status = DetachDeadBexdMounts(path); !status.ok()) return status;
+  // Checked before stat(), which a FUSE server that does not answer would block.
   absl::StatusOr<std::optional<MountEntry>> top = TopMountAt(path);
   if (!top.ok()) return top.status();
   if (top->has_value() && IsFuseType((*top)->fs_type)) {
     return absl::AlreadyExistsError(absl::StrCat("mountpoint '", path,
                                                  "' is already a FUSE mount (", (*top)->fs_type,
                                                  "); unmount it first"));
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mountpoint '", mountpoint, "' cannot be used: ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mountpoint '", mountpoint, "' is not a regular file"));
   }
   Claims().insert(path);
   return MountpointClaim(std::move(path));

@@ -1,5 +1,6 @@
 // Mountpoint checks shared by every FUSE export of the process: the path must be an existing
-// regular file that no FUSE file system covers yet, and no two exports may claim the same file.
+// regular file that no FUSE file system covers yet (a dead bexd mount left by a crash is detached
+// first), and no two exports may claim the same file.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -13,7 +14,8 @@ namespace bexd::exp {
 // Holds a process-wide claim on one mountpoint (its canonical path) until destroyed.
 class MountpointClaim {
  public:
-  // Checks the path and claims it. Errors name the path and say what is wrong with it.
+  // Detaches dead bexd mounts on the path, checks it and claims it. Errors name the path and say
+  // what is wrong with it.
   static absl::StatusOr<MountpointClaim> Acquire(const std::string& mountpoint);
   MountpointClaim(MountpointClaim&& other) noexcept;
   MountpointClaim& operator=(MountpointClaim&& other) noexcept;

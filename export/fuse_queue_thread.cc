@@ -15,6 +15,7 @@
 #include "export/queue_cpus.h"
 #include "export/read_interrupt.h"
 #include "util/log.h"
+#include "util/rate_limit.h"
 
 namespace bexd::exp {
 
@@ -272,8 +273,10 @@ void FuseQueueThread::SendReply(const Slot& slot, size_t bytes) {
   if (n == static_cast<ssize_t>(bytes)) return;
   if (n < 0 && (errno == ENOENT || errno == ENODEV)) {
     // ENOENT: the request was interrupted and the kernel forgot it; ENODEV: the connection ended.
-    log::Debug("export '{}' queue {}: reply not delivered: {}", export_id_, index_,
-               std::strerror(errno));
+    // A client that interrupts in a loop triggers this at will.
+    static log::RateLimit undelivered;
+    log::Limited(undelivered, log::Level::kDebug, "export '{}' queue {}: reply not delivered: {}",
+                 export_id_, index_, std::strerror(errno));
     return;
   }
   log::Error("export '{}' queue {}: writing a {}-byte reply failed: {}", export_id_, index_, bytes,

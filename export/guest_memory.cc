@@ -1,6 +1,8 @@
 #include "export/guest_memory.h"
 
 #include <absl/strings/str_format.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,6 +29,32 @@ uint64_t MapAlignment(const struct stat& st) {
   uint64_t block = static_cast<uint64_t>(st.st_blksize);
   if (block > page && (block & (block - 1)) == 0) return block;
   return page;
+}
+
+const char* KindOf(mode_t mode) {
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISFIFO(mode)) return "a pipe";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a directory";
+  return "a special file";
+}
+
+// How many bytes `fd` can back: a regular file's size (memfd and hugetlbfs files included) or a
+// block device's capacity. A mapping faults (SIGBUS) on any access past that, so anything whose
+// size cannot be known (a pipe, a socket, a character device) is refused.
+absl::StatusOr<uint64_t> BackingSize(int fd, const struct stat& st) {
+  if (S_ISREG(st.st_mode)) return static_cast<uint64_t>(st.st_size);
+  if (S_ISBLK(st.st_mode)) {
+    uint64_t bytes = 0;
+    if (ioctl(fd, BLKGETSIZE64, &bytes) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("cannot read the block device's size: %s", strerror(errno)));
+    }
+    return bytes;
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "the fd is %s, not a regular file, memfd or block device, so its size cannot be checked",
+      KindOf(st.st_mode)));
 }
 
 }  // namespace
@@ -74,11 +102,17 @@ absl::StatusOr<std::unique_ptr<GuestMemory>> GuestMemory::Map(
       return absl::InvalidArgumentError(
           absl::StrFormat("memory region %d: fstat: %s", i, strerror(errno)));
     }
-    // A file shorter than the region would fault (SIGBUS) on the first access past its end.
-    if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) < spec.mmap_offset + spec.size) {
+    absl::StatusOr<uint64_t> backing = BackingSize(fds[i], st);
+    if (!backing.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("memory region %d: file has %d bytes, region needs 0x%x", i, st.st_size,
-                          spec.mmap_offset + spec.size));
+          absl::StrFormat("memory region %d: %s", i, backing.status().message()));
+    }
+    // CheckLayout() made sure that mmap_offset + size does not overflow.
+    if (*backing < spec.mmap_offset + spec.size) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "memory region %d: its fd backs 0x%x bytes, the region needs 0x%x (offset 0x%x + "
+          "size 0x%x)",
+          i, *backing, spec.mmap_offset + spec.size, spec.mmap_offset, spec.size));
     }
     uint64_t align = MapAlignment(st);
     uint64_t map_offset = spec.mmap_offset & ~(align - 1);

@@ -30,8 +30,9 @@ class GuestMemory {
 
   // Maps regions[i] from fds[i] (shared, read-write). Takes no ownership of the fds (the caller
   // closes them; the mappings stay valid). Fails for an empty or oversized table, zero-sized or
-  // overflowing regions, regions that overlap in guest or frontend address space, and files too
-  // short for the region they claim to back.
+  // overflowing regions, regions that overlap in guest or frontend address space, fds that are
+  // neither a regular file (memfd included) nor a block device, and fds too short for
+  // mmap_offset + size. Nothing is kept mapped on failure.
   static absl::StatusOr<std::unique_ptr<GuestMemory>> Map(
       const std::vector<GuestMemoryRegionSpec>& regions, const std::vector<int>& fds);
   // Regions that are already mapped in this process at `host` addresses the caller keeps alive

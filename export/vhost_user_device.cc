@@ -5,8 +5,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "util/log.h"
+#include "util/rate_limit.h"
 
 namespace bexd::exp {
 namespace {
@@ -226,10 +228,7 @@ absl::Status VhostUserDevice::SetFeatures(uint64_t features) {
   if (!protocol_features_acked()) {
     for (Vring& vring : vrings_) vring.enabled = true;
   }
-  for (uint32_t i = 0; i < vrings_.size(); ++i) {
-    if (absl::Status s = StartRingIfReady(i); !s.ok()) return s;
-  }
-  return absl::OkStatus();
+  return StartReadyRings();
 }
 
 absl::Status VhostUserDevice::SetMemTable(Message& message) {
@@ -260,10 +259,25 @@ absl::Status VhostUserDevice::SetMemTable(Message& message) {
   }
   absl::StatusOr<std::unique_ptr<GuestMemory>> memory = GuestMemory::Map(specs, fds);
   if (!memory.ok()) return memory.status();
-  // Queue threads hold pointers into the old table: stop them before it goes away.
+  // Queue threads hold pointers into the old table: stop them before it goes away. The old table
+  // stays mapped until every ring that ran on it runs on the new one; if one cannot (a ring
+  // outside the new table), the message is refused and the old table serves as before.
   for (uint32_t i = 0; i < vrings_.size(); ++i) StopRing(i);
-  memory_ = std::move(*memory);
-  log::Info("{}: guest memory mapped ({} regions)", name_, memory_->region_count());
+  std::unique_ptr<GuestMemory> previous = std::exchange(memory_, std::move(*memory));
+  if (absl::Status started = StartReadyRings(); !started.ok()) {
+    for (uint32_t i = 0; i < vrings_.size(); ++i) StopRing(i);
+    memory_ = std::move(previous);
+    StartReadyRings().IgnoreError();  // the rings that ran before the message run again
+    return absl::Status(started.code(), absl::StrFormat("refused, the previous table stays: %s",
+                                                        started.message()));
+  }
+  static log::RateLimit mapped_limit;
+  log::Limited(mapped_limit, log::Level::kInfo, "{}: guest memory mapped ({} regions)", name_,
+               memory_->region_count());
+  return absl::OkStatus();
+}
+
+absl::Status VhostUserDevice::StartReadyRings() {
   absl::Status result;
   for (uint32_t i = 0; i < vrings_.size(); ++i) {
     if (absl::Status s = StartRingIfReady(i); !s.ok() && result.ok()) result = s;
@@ -337,6 +351,8 @@ absl::Status VhostUserDevice::Reconfigure(uint32_t index,
 bool VhostUserDevice::StopRing(uint32_t index) {
   if (!workers_[index]->running()) return false;
   vrings_[index].base = workers_[index]->Stop();
+  // A kick fd that hung up would hang up again at once: the ring waits for a new one.
+  if (workers_[index]->kick_lost()) vrings_[index].kick.Reset();
   return true;
 }
 

@@ -75,6 +75,8 @@ class VhostUserDevice {
   bool StopRing(uint32_t index);
   // Starts ring i if everything it needs is there and it is not running yet.
   absl::Status StartRingIfReady(uint32_t index);
+  // StartRingIfReady() for every ring; the first failure, after trying them all.
+  absl::Status StartReadyRings();
   bool protocol_features_acked() const {
     return (features_ & vhost::kFeatureProtocolFeatures) != 0;
   }

@@ -4,8 +4,6 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +13,7 @@
 #include "export/queue_cpus.h"
 #include "export/vhost_user_channel.h"
 #include "util/log.h"
+#include "util/rate_limit.h"
 
 namespace bexd::exp {
 namespace {
@@ -58,6 +57,7 @@ absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
   fuse::SessionOptions session_options;
   session_options.writable = options.writable;
   session_options.growable = vhost_options.growable;
+  session_options.resize_needs_growable = true;  // the client is a guest, not the host's user
   session_options.writethrough = options.writethrough;
   session_options.directory_root = true;
   session_options.file_name =
@@ -99,44 +99,18 @@ absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
 VhostUserFsExport::~VhostUserFsExport() { Stop(); }
 
 absl::Status VhostUserFsExport::Listen() {
-  struct sockaddr_un address = {};
-  address.sun_family = AF_UNIX;
-  if (socket_path_.empty() || socket_path_.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrFormat("socket path '%s' must have 1 to %d bytes",
-                                                      socket_path_, sizeof(address.sun_path) - 1));
-  }
-  memcpy(address.sun_path, socket_path_.data(), socket_path_.size());
-  // A socket left behind by an earlier run is replaced; anything else at the path is kept.
-  struct stat st;
-  if (lstat(socket_path_.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return absl::AlreadyExistsError(
-          absl::StrFormat("'%s' exists and is not a socket", socket_path_));
-    }
-    if (unlink(socket_path_.c_str()) != 0) {
-      return Errno(absl::StrFormat("cannot remove the stale socket '%s'", socket_path_));
-    }
-  }
   stop_fd_.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!stop_fd_) return Errno("cannot create an eventfd");
-  listen_fd_.Reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!listen_fd_) return Errno("cannot create a unix socket");
-  if (bind(listen_fd_.get(), reinterpret_cast<struct sockaddr*>(&address), sizeof(address)) != 0) {
-    return Errno(absl::StrFormat("cannot bind '%s'", socket_path_));
-  }
-  if (listen(listen_fd_.get(), 1) != 0) {
-    int error = errno;
-    unlink(socket_path_.c_str());
-    errno = error;
-    return Errno(absl::StrFormat("cannot listen on '%s'", socket_path_));
-  }
+  absl::StatusOr<UnixSocketListener> listener = UnixSocketListener::Listen(socket_path_, 1);
+  if (!listener.ok()) return listener.status();
+  listener_ = std::move(*listener);
   return absl::OkStatus();
 }
 
 void VhostUserFsExport::ServeConnections() {
   for (;;) {
     struct pollfd fds[3] = {{stop_fd_.get(), POLLIN, 0},
-                            {listen_fd_.get(), POLLIN, 0},
+                            {listener_.fd(), POLLIN, 0},
                             {connection_fd_.get(), POLLIN, 0}};
     int n = poll(fds, connection_fd_ ? 3 : 2, -1);
     if (n < 0) {
@@ -157,13 +131,18 @@ void VhostUserFsExport::Accept() {
   while (connection_fd_ && Readable(connection_fd_.get())) {
     if (!ServeMessage()) Disconnect();
   }
-  UniqueFd connection(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  UniqueFd connection(accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  // Whoever can reach the socket can connect: every line here is rate-limited.
   if (!connection) {
-    log::Warn("export '{}': accept: {}", id(), strerror(errno));
+    static log::RateLimit accept_limit;
+    log::Limited(accept_limit, log::Level::kWarn, "export '{}': accept: {}", id(), strerror(errno));
   } else if (connection_fd_) {
-    log::Warn("export '{}': refusing a second frontend while one is connected", id());
+    static log::RateLimit second_limit;
+    log::Limited(second_limit, log::Level::kWarn,
+                 "export '{}': refusing a second frontend while one is connected", id());
   } else {
-    log::Info("export '{}': frontend connected", id());
+    static log::RateLimit connected_limit;
+    log::Limited(connected_limit, log::Level::kInfo, "export '{}': frontend connected", id());
     connection_fd_ = std::move(connection);
     connected_.store(true, std::memory_order_relaxed);
   }
@@ -173,13 +152,18 @@ bool VhostUserFsExport::ServeMessage() {
   vhost::Message message;
   absl::Status status = vhost::ReceiveMessage(connection_fd_.get(), stop_fd_.get(), &message);
   if (absl::IsCancelled(status)) return false;
+  // The frontend is untrusted: every line it can cause is rate-limited.
   if (absl::IsUnavailable(status)) {
-    log::Info("export '{}': frontend disconnected ({})", id(), std::string(status.message()));
+    static log::RateLimit disconnected_limit;
+    log::Limited(disconnected_limit, log::Level::kInfo, "export '{}': frontend disconnected ({})",
+                 id(), std::string(status.message()));
     return false;
   }
   if (!status.ok()) {
-    log::Warn("export '{}': closing the frontend connection: {}", id(),
-              std::string(status.message()));
+    static log::RateLimit malformed_limit;
+    log::Limited(malformed_limit, log::Level::kWarn,
+                 "export '{}': closing the frontend connection: {}", id(),
+                 std::string(status.message()));
     return false;
   }
   VhostUserDevice::Reply reply;
@@ -188,13 +172,17 @@ bool VhostUserFsExport::ServeMessage() {
     absl::Status sent = vhost::SendMessage(connection_fd_.get(), stop_fd_.get(), reply.header,
                                            reply.payload, reply.header.size);
     if (!sent.ok()) {
-      log::Info("export '{}': cannot reply to the frontend: {}", id(), std::string(sent.message()));
+      static log::RateLimit reply_limit;
+      log::Limited(reply_limit, log::Level::kInfo, "export '{}': cannot reply to the frontend: {}",
+                   id(), std::string(sent.message()));
       return false;
     }
   }
   if (!status.ok()) {
     // With a negative acknowledgement sent the frontend knows and may go on.
-    log::Warn("{}{}", std::string(status.message()), reply.send ? "" : "; closing the connection");
+    static log::RateLimit refused_limit;
+    log::Limited(refused_limit, log::Level::kWarn, "{}{}", std::string(status.message()),
+                 reply.send ? "" : "; closing the connection");
     return reply.send;
   }
   return true;
@@ -205,7 +193,9 @@ void VhostUserFsExport::Disconnect() {
   device_->Reset();
   connection_fd_.Reset();
   connected_.store(false, std::memory_order_relaxed);
-  log::Info("export '{}': rings stopped, guest memory unmapped; waiting for a frontend", id());
+  static log::RateLimit stopped_limit;
+  log::Limited(stopped_limit, log::Level::kInfo,
+               "export '{}': rings stopped, guest memory unmapped; waiting for a frontend", id());
 }
 
 void VhostUserFsExport::Stop() {
@@ -216,8 +206,7 @@ void VhostUserFsExport::Stop() {
   const uint64_t one = 1;
   [[maybe_unused]] ssize_t n = write(stop_fd_.get(), &one, sizeof(one));
   thread_.join();
-  listen_fd_.Reset();
-  unlink(socket_path_.c_str());
+  listener_.Close();
   if (session_->options().writable) {
     if (absl::Status status = FlushNode(*node()); !status.ok()) {
       log::Error("export '{}': flush on stop failed: {}", id(), std::string(status.message()));

@@ -17,6 +17,7 @@
 #include "export/export.h"
 #include "export/options.h"
 #include "export/unique_fd.h"
+#include "export/unix_socket_listener.h"
 #include "export/vhost_user_device.h"
 #include "export/vhost_user_queue_worker.h"
 #include "fuse/session.h"
@@ -57,7 +58,7 @@ class VhostUserFsExport final : public Export {
   const std::shared_ptr<fuse::Session> session_;
   std::vector<std::unique_ptr<VhostUserQueueWorker>> workers_;
   std::unique_ptr<VhostUserDevice> device_;
-  UniqueFd listen_fd_;
+  UnixSocketListener listener_;
   UniqueFd stop_fd_;        // an eventfd: readable once Stop() begins
   UniqueFd connection_fd_;  // the socket thread's only
   std::atomic<bool> connected_{false};

@@ -11,6 +11,7 @@
 #include "export/queue_cpus.h"
 #include "fuse/request_state.h"
 #include "util/log.h"
+#include "util/rate_limit.h"
 
 namespace bexd::exp {
 namespace {
@@ -121,6 +122,7 @@ absl::Status VhostUserQueueWorker::Start(const VringRun& run) {
   ResizeSlots(run.layout.size);
   run_ = run;
   broken_reported_ = false;
+  kick_lost_ = false;
   loop_ = std::move(*loop);
   state_ = State::kRunning;
   changed_.notify_all();
@@ -201,9 +203,22 @@ void VhostUserQueueWorker::FlushUsed() {
 void VhostUserQueueWorker::ReportBroken() {
   if (broken_reported_ || !ring_.broken()) return;
   broken_reported_ = true;
-  log::Error("{}: the guest broke the virtqueue ({}); it is stopped until the frontend restarts it",
-             name_, ring_.broken_reason());
+  static log::RateLimit limit;
+  log::Limited(limit, log::Level::kError,
+               "{}: the guest broke the virtqueue ({}); it is stopped until the frontend restarts "
+               "it",
+               name_, ring_.broken_reason());
   Notify(run_.err_fd);
+}
+
+void VhostUserQueueWorker::LoseKick(const char* why) {
+  // Level-triggered epoll would report a hung-up fd on every wait: the thread would spin.
+  loop_->Unwatch(run_.kick_fd);
+  kick_lost_ = true;
+  static log::RateLimit limit;
+  log::Limited(limit, log::Level::kWarn,
+               "{}: the kick fd {}; the ring is stopped until the frontend sends a new one", name_,
+               why);
 }
 
 void VhostUserQueueWorker::WaitForEvents() {
@@ -214,17 +229,24 @@ void VhostUserQueueWorker::WaitForEvents() {
     return;
   }
   for (int i = 0; i < n; ++i) {
-    if (events[i].data.u64 == kKickTag) {
-      uint64_t count;
-      // Only this thread reads the kick fd, and only once it is readable.
-      [[maybe_unused]] ssize_t r = ::read(run_.kick_fd, &count, sizeof(count));
+    if (events[i].data.u64 != kKickTag) continue;
+    // The frontend may pass any fd as the kick fd (a pipe, a socket) and close its other end.
+    if (events[i].events & (EPOLLHUP | EPOLLERR)) {
+      LoseKick("hung up");
+      continue;
+    }
+    uint64_t count;
+    // Only this thread reads the kick fd, and only once it is readable.
+    ssize_t r = ::read(run_.kick_fd, &count, sizeof(count));
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+      LoseKick(r == 0 ? "reached its end" : "cannot be read");
     }
   }
 }
 
 void VhostUserQueueWorker::Serve() {
   block::IoQueue& io = queue_->io_queue();
-  while (!loop_->stop_requested()) {
+  while (!loop_->stop_requested() && !kick_lost_) {
     ring_.DisableKick();
     TakeChains();
     io.Poll();  // submits the batch, runs whatever completed
@@ -236,6 +258,9 @@ void VhostUserQueueWorker::Serve() {
     WaitForEvents();
   }
   Drain();
+  // A ring without its kick fd stays stopped until the socket thread ends the run (any message
+  // for the ring does; the device then waits for a new kick fd before starting it again).
+  while (!loop_->stop_requested()) WaitForEvents();
 }
 
 void VhostUserQueueWorker::Drain() {

@@ -58,6 +58,9 @@ class VhostUserQueueWorker {
   // reports). Without a run in progress, returns the index where the last run ended.
   uint16_t Stop();
   bool running() const;
+  // Whether the last run lost its kick fd (it hung up, see LoseKick). Only between runs: after
+  // Stop() has returned.
+  bool kick_lost() const { return kick_lost_; }
 
   fuse::QueueStatsSnapshot Stats() const;
 
@@ -74,8 +77,11 @@ class VhostUserQueueWorker {
   void Serve();
   // Takes chains while slots are free and dispatches them.
   void TakeChains();
-  // Sleeps until a kick, a completion or a stop request; consumes the kick.
+  // Sleeps until a kick, a completion or a stop request; consumes the kick. A kick fd that hung
+  // up or cannot be read is dropped (LoseKick).
   void WaitForEvents();
+  // Stops watching the kick fd and taking chains: the ring is stopped for the rest of this run.
+  void LoseKick(const char* why);
   // After a stop request: completes what is in flight.
   void Drain();
   void FlushUsed();
@@ -98,6 +104,7 @@ class VhostUserQueueWorker {
   VringRun run_;
   Virtqueue ring_;
   bool broken_reported_ = false;
+  bool kick_lost_ = false;  // the kick fd hung up: no more chains until the next run
   uint32_t slot_count_ = 0;
   int iov_per_slot_ = 0;
   std::unique_ptr<Slot[]> slots_;

@@ -7,7 +7,7 @@
 
 #include "block/iov_util.h"
 #include "fuse/scatter_gather.h"
-#include "util/log.h"
+#include "util/rate_limit.h"
 
 namespace bexd::fuse {
 namespace {
@@ -47,19 +47,25 @@ void Queue::Dispatch(Request* request) {
   struct fuse_in_header in;
   if (!TotalBytes(request->in, request->in_count, &in_bytes) ||
       !TotalBytes(request->out, request->out_count, &state.out_bytes)) {
-    log::Debug("FUSE request with an invalid iovec array (in {}, out {})", request->in_count,
-               request->out_count);
+    static log::RateLimit bad_iovecs;
+    log::Limited(bad_iovecs, log::Level::kDebug,
+                 "FUSE request with an invalid iovec array (in {}, out {})", request->in_count,
+                 request->out_count);
     Finish(request, -EINVAL, true);
     return;
   }
   if (in_bytes < sizeof(in)) {
-    log::Debug("FUSE request of {} bytes is shorter than its header", in_bytes);
+    static log::RateLimit short_request;
+    log::Limited(short_request, log::Level::kDebug,
+                 "FUSE request of {} bytes is shorter than its header", in_bytes);
     Finish(request, -EINVAL, true);
     return;
   }
   CopyFromIn(request, 0, &in, sizeof(in));
   if (in.len != in_bytes) {
-    log::Debug("FUSE request header says {} bytes, the buffers hold {}", in.len, in_bytes);
+    static log::RateLimit length_mismatch;
+    log::Limited(length_mismatch, log::Level::kDebug,
+                 "FUSE request header says {} bytes, the buffers hold {}", in.len, in_bytes);
     Finish(request, -EINVAL, true);
     return;
   }
@@ -68,8 +74,10 @@ void Queue::Dispatch(Request* request) {
 
   const size_t extension_bytes = size_t{in.total_extlen} * 8;
   if (extension_bytes > in.len - sizeof(in)) {
-    log::Debug("FUSE request {} opcode {}: {} extension bytes exceed its length", in.unique,
-               in.opcode, extension_bytes);
+    static log::RateLimit long_extensions;
+    log::Limited(long_extensions, log::Level::kDebug,
+                 "FUSE request {} opcode {}: {} extension bytes exceed its length", in.unique,
+                 in.opcode, extension_bytes);
     ReplyError(request, EINVAL);
     return;
   }
@@ -89,7 +97,9 @@ void Queue::Dispatch(Request* request) {
       break;
   }
   if (!session_->initialized()) {
-    log::Debug("FUSE request {} opcode {} before INIT", in.unique, in.opcode);
+    static log::RateLimit before_init;
+    log::Limited(before_init, log::Level::kDebug, "FUSE request {} opcode {} before INIT",
+                 in.unique, in.opcode);
     ReplyError(request, EIO);
     return;
   }
@@ -180,8 +190,10 @@ void Queue::CopyToOut(const Request* request, size_t offset, const void* src, si
 
 bool Queue::ReadArgs(Request* request, const Header& header, void* args, size_t size) {
   if (header.arg_bytes < size) {
-    log::Debug("FUSE request {} opcode {}: {} argument bytes, needs {}", request->state.unique,
-               header.opcode, header.arg_bytes, size);
+    static log::RateLimit short_arguments;
+    log::Limited(short_arguments, log::Level::kDebug,
+                 "FUSE request {} opcode {}: {} argument bytes, needs {}", request->state.unique,
+                 header.opcode, header.arg_bytes, size);
     ReplyError(request, EINVAL);
     return false;
   }
@@ -202,9 +214,11 @@ bool Queue::RequireKind(Request* request, const Header& header, NodeKind wanted)
 
 bool Queue::RequireReplyRoom(Request* request, size_t payload_bytes) {
   if (request->state.out_bytes >= sizeof(struct fuse_out_header) + payload_bytes) return true;
-  log::Debug("FUSE request {} opcode {}: {} reply bytes do not fit in {}", request->state.unique,
-             request->state.opcode, sizeof(struct fuse_out_header) + payload_bytes,
-             request->state.out_bytes);
+  static log::RateLimit no_reply_room;
+  log::Limited(no_reply_room, log::Level::kDebug,
+               "FUSE request {} opcode {}: {} reply bytes do not fit in {}", request->state.unique,
+               request->state.opcode, sizeof(struct fuse_out_header) + payload_bytes,
+               request->state.out_bytes);
   ReplyError(request, EINVAL);
   return false;
 }

@@ -89,6 +89,8 @@ class Queue {
   bool RequireReplyRoom(Request* request, size_t payload_bytes);
   void SubmitIo(Request* request, block::IoOp op, uint32_t flags, uint64_t offset, uint64_t length);
   void SubmitBlockStatus(Request* request);
+  // Applies a client's explicit size change (SETATTR size); 0, or the errno to answer.
+  int ChangeSize(uint64_t size);
   struct fuse_attr AttrOf(NodeKind kind) const;
 
   // Reply endings. `error` is a positive errno.
@@ -110,7 +112,6 @@ class Queue {
   const CompletionFn done_;
   void* const context_;
   QueueStats stats_;
-  bool init_refusal_logged_ = false;
 };
 
 }  // namespace bexd::fuse

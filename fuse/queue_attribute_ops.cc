@@ -5,7 +5,7 @@
 
 #include "fuse/queue.h"
 #include "fuse/status_errno.h"
-#include "util/log.h"
+#include "util/rate_limit.h"
 
 namespace bexd::fuse {
 namespace {
@@ -85,18 +85,8 @@ void Queue::HandleSetattr(Request* request, const Header& header) {
       ReplyError(request, EISDIR);
       return;
     }
-    if (!session_->options().writable) {
-      if (in.size != session_->node().size()) {
-        ReplyError(request, EROFS);
-        return;
-      }
-    } else if (in.size > static_cast<uint64_t>(INT64_MAX)) {
-      ReplyError(request, EFBIG);
-      return;
-    } else if (absl::Status status = session_->Resize(in.size); !status.ok()) {
-      log::Warn("FUSE SETATTR: resizing node '{}' to {} failed: {}", session_->node().node_name(),
-                in.size, status.ToString());
-      ReplyError(request, ErrnoOf(status));
+    if (int error = ChangeSize(in.size); error != 0) {
+      ReplyError(request, error);
       return;
     }
   }
@@ -107,6 +97,31 @@ void Queue::HandleSetattr(Request* request, const Header& header) {
   out.attr_valid = kAttributeValidSeconds;
   out.attr = AttrOf(kind);
   Reply(request, out);
+}
+
+int Queue::ChangeSize(uint64_t size) {
+  const uint64_t current = session_->node().size();
+  if (size == current) return 0;  // setting the size it has is no change, even read-only
+  if (!session_->options().writable) return EROFS;
+  if (!session_->resizable()) {
+    static log::RateLimit refused;
+    log::Limited(refused, log::Level::kWarn,
+                 "FUSE SETATTR: refused to resize node '{}' from {} to {} bytes: the export is "
+                 "not growable",
+                 session_->node().node_name(), current, size);
+    // EPERM: what truncate(2) documents for a file system that does not allow the change, and
+    // what QEMU's FUSE export answers when it may not resize. The export is writable (so not
+    // EROFS) and no permission bit would allow it (so not EACCES).
+    return EPERM;
+  }
+  if (size > static_cast<uint64_t>(INT64_MAX)) return EFBIG;
+  if (absl::Status status = session_->Resize(size); !status.ok()) {
+    static log::RateLimit failed;
+    log::Limited(failed, log::Level::kWarn, "FUSE SETATTR: resizing node '{}' to {} failed: {}",
+                 session_->node().node_name(), size, status.ToString());
+    return ErrnoOf(status);
+  }
+  return 0;
 }
 
 }  // namespace bexd::fuse

@@ -10,7 +10,7 @@
 #include "fuse/queue.h"
 #include "fuse/scatter_gather.h"
 #include "fuse/status_errno.h"
-#include "util/log.h"
+#include "util/rate_limit.h"
 
 namespace bexd::fuse {
 namespace {
@@ -34,11 +34,26 @@ void Queue::HandleOpen(Request* request, const Header& header) {
   struct fuse_open_in in;
   if (!ReadArgs(request, header, &in)) return;
   if (!RequireKind(request, header, NodeKind::kFile)) return;
-  if ((in.flags & O_ACCMODE) != O_RDONLY && !session_->options().writable) {
+  // O_TRUNC reaches us because INIT negotiated FUSE_ATOMIC_O_TRUNC; it asks to modify the file
+  // even with O_RDONLY.
+  const bool truncate = in.flags & O_TRUNC;
+  if (((in.flags & O_ACCMODE) != O_RDONLY || truncate) && !session_->options().writable) {
     ReplyError(request, EROFS);
     return;
   }
   if (!RequireReplyRoom(request, sizeof(struct fuse_open_out))) return;
+  // `cp`, `dd` and `>` open with O_TRUNC. A growable export's size follows what is written, so
+  // it is emptied; a fixed-size one is a disk whose size is not the writer's to change, so it
+  // keeps its size and data and the writes that follow overwrite it from the start (as QSD).
+  if (truncate && session_->options().growable) {
+    if (absl::Status status = session_->Resize(0); !status.ok()) {
+      static log::RateLimit failed;
+      log::Limited(failed, log::Level::kWarn, "FUSE OPEN: truncating node '{}' failed: {}",
+                   session_->node().node_name(), status.ToString());
+      ReplyError(request, ErrnoOf(status));
+      return;
+    }
+  }
   session_->HandleOpened();
   struct fuse_open_out out;
   std::memset(&out, 0, sizeof(out));
@@ -67,7 +82,9 @@ void Queue::HandleRead(Request* request, const Header& header) {
   if (!ReadArgs(request, header, &in)) return;
   if (!RequireKind(request, header, NodeKind::kFile)) return;
   if (in.size > session_->options().max_write || !RangeFits(in.offset, in.size)) {
-    log::Debug("FUSE READ of {} bytes at {} is out of range", in.size, in.offset);
+    static log::RateLimit read_out_of_range;
+    log::Limited(read_out_of_range, log::Level::kDebug,
+                 "FUSE READ of {} bytes at {} is out of range", in.size, in.offset);
     ReplyError(request, EINVAL);
     return;
   }
@@ -84,7 +101,9 @@ void Queue::HandleRead(Request* request, const Header& header) {
   state.data_iov_count = WindowOf(request->out, request->out_count, kReadDataOffset, length,
                                   state.data_iov, kMaxDataIovecs);
   if (state.data_iov_count < 0) {
-    log::Debug("FUSE READ reply buffers are split into more than {} pieces", kMaxDataIovecs);
+    static log::RateLimit read_split;
+    log::Limited(read_split, log::Level::kDebug,
+                 "FUSE READ reply buffers are split into more than {} pieces", kMaxDataIovecs);
     ReplyError(request, EINVAL);
     return;
   }
@@ -107,12 +126,16 @@ void Queue::HandleWrite(Request* request, const Header& header) {
   if (!ReadArgs(request, header, &in)) return;
   if (!RequireKind(request, header, NodeKind::kFile)) return;
   if (header.arg_bytes - sizeof(in) != in.size) {
-    log::Debug("FUSE WRITE of {} bytes carries {}", in.size, header.arg_bytes - sizeof(in));
+    static log::RateLimit write_size_mismatch;
+    log::Limited(write_size_mismatch, log::Level::kDebug, "FUSE WRITE of {} bytes carries {}",
+                 in.size, header.arg_bytes - sizeof(in));
     ReplyError(request, EINVAL);
     return;
   }
   if (in.size > session_->options().max_write || !RangeFits(in.offset, in.size)) {
-    log::Debug("FUSE WRITE of {} bytes at {} is out of range", in.size, in.offset);
+    static log::RateLimit write_out_of_range;
+    log::Limited(write_out_of_range, log::Level::kDebug,
+                 "FUSE WRITE of {} bytes at {} is out of range", in.size, in.offset);
     ReplyError(request, EINVAL);
     return;
   }
@@ -127,8 +150,9 @@ void Queue::HandleWrite(Request* request, const Header& header) {
   if (in.offset + length > size) {
     if (session_->options().growable) {
       if (absl::Status status = session_->GrowTo(in.offset + length); !status.ok()) {
-        log::Warn("FUSE WRITE: growing node '{}' to {} failed: {}", session_->node().node_name(),
-                  in.offset + length, status.ToString());
+        static log::RateLimit failed;
+        log::Limited(failed, log::Level::kWarn, "FUSE WRITE: growing node '{}' to {} failed: {}",
+                     session_->node().node_name(), in.offset + length, status.ToString());
         ReplyError(request, ErrnoOf(status));
         return;
       }
@@ -148,7 +172,9 @@ void Queue::HandleWrite(Request* request, const Header& header) {
   state.data_iov_count = WindowOf(request->in, request->in_count, kWriteDataOffset, length,
                                   state.data_iov, kMaxDataIovecs);
   if (state.data_iov_count < 0) {
-    log::Debug("FUSE WRITE data is split into more than {} pieces", kMaxDataIovecs);
+    static log::RateLimit write_split;
+    log::Limited(write_split, log::Level::kDebug,
+                 "FUSE WRITE data is split into more than {} pieces", kMaxDataIovecs);
     ReplyError(request, EINVAL);
     return;
   }
@@ -221,13 +247,17 @@ void Queue::HandleFallocate(Request* request, const Header& header) {
   const uint64_t end = in.offset + in.length;
   uint64_t size = session_->node().size();
   if (!keep_size && end > size) {
-    if (!session_->options().growable) {
+    // An explicit size change, like truncate (as QSD grows a writable export here). Where size
+    // changes need `growable` (virtio-fs), a fixed-size disk has no room past its end: ENOSPC, as
+    // for a WRITE there.
+    if (!session_->resizable()) {
       ReplyError(request, ENOSPC);
       return;
     }
     if (absl::Status status = session_->GrowTo(end); !status.ok()) {
-      log::Warn("FUSE FALLOCATE: growing node '{}' to {} failed: {}", session_->node().node_name(),
-                end, status.ToString());
+      static log::RateLimit failed;
+      log::Limited(failed, log::Level::kWarn, "FUSE FALLOCATE: growing node '{}' to {} failed: {}",
+                   session_->node().node_name(), end, status.ToString());
       ReplyError(request, ErrnoOf(status));
       return;
     }

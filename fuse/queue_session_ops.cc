@@ -6,7 +6,7 @@
 
 #include "fuse/fuse_abi_ext.h"
 #include "fuse/queue.h"
-#include "util/log.h"
+#include "util/rate_limit.h"
 
 namespace bexd::fuse {
 namespace {
@@ -45,11 +45,9 @@ void Queue::HandleInit(Request* request, const Header& header) {
     return;
   }
   if (in.major < kMajor || in.minor < kMinimumMinor) {
-    // A guest may send refused INITs in a loop: one warning per queue, the rest at debug level.
-    log::At(init_refusal_logged_ ? log::Level::kDebug : log::Level::kWarn,
-            "FUSE INIT: kernel protocol {}.{} is older than {}.{}", in.major, in.minor, kMajor,
-            kMinimumMinor);
-    init_refusal_logged_ = true;
+    static log::RateLimit refused;  // a guest may send refused INITs in a loop
+    log::Limited(refused, log::Level::kWarn, "FUSE INIT: kernel protocol {}.{} is older than {}.{}",
+                 in.major, in.minor, kMajor, kMinimumMinor);
     ReplyError(request, EPROTO);
     return;
   }
@@ -59,10 +57,11 @@ void Queue::HandleInit(Request* request, const Header& header) {
     offered |= uint64_t{in.flags2} << 32;
   }
   // Only what this core honours: reads and direct I/O may be in flight concurrently, writes and
-  // reads up to max_write, and shared mmap() of the direct-I/O file. Directory operations
-  // (lookups in the one-entry root) need no serialisation.
-  uint64_t wanted = FUSE_ASYNC_READ | FUSE_ASYNC_DIO | FUSE_BIG_WRITES | FUSE_MAX_PAGES |
-                    FUSE_INIT_EXT | abi::kDirectIoAllowMmap;
+  // reads up to max_write, shared mmap() of the direct-I/O file, and O_TRUNC handled by OPEN
+  // (without it the kernel truncates through SETATTR, which cannot be told from `truncate`).
+  // Directory operations (lookups in the one-entry root) need no serialisation.
+  uint64_t wanted = FUSE_ASYNC_READ | FUSE_ASYNC_DIO | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES |
+                    FUSE_MAX_PAGES | FUSE_INIT_EXT | abi::kDirectIoAllowMmap;
   if (session_->options().directory_root) wanted |= FUSE_PARALLEL_DIROPS | FUSE_DO_READDIRPLUS;
   const uint64_t accepted = wanted & offered;
 
@@ -81,9 +80,12 @@ void Queue::HandleInit(Request* request, const Header& header) {
   if (!RequireReplyRoom(request, sizeof(out))) return;
 
   session_->MarkInitialized(out.minor);
-  log::Info("FUSE session on node '{}': protocol {}.{} (kernel {}.{}), flags {:#x}, max_write {}",
-            session_->node().node_name(), out.major, out.minor, in.major, in.minor, accepted,
-            out.max_write);
+  static log::RateLimit initialized;  // a guest may repeat INIT too
+  log::Limited(
+      initialized, log::Level::kInfo,
+      "FUSE session on node '{}': protocol {}.{} (kernel {}.{}), flags {:#x}, max_write {}",
+      session_->node().node_name(), out.major, out.minor, in.major, in.minor, accepted,
+      out.max_write);
   Reply(request, out);
 }
 
@@ -125,8 +127,10 @@ void Queue::HandleNoReply(Request* request, const Header& header) {
       CopyFromIn(request, sizeof(struct fuse_in_header), &in, sizeof(in));
       needed += uint64_t{in.count} * sizeof(struct fuse_forget_one);
       if (needed != header.arg_bytes) {
-        log::Debug("FUSE BATCH_FORGET of {} nodes in {} argument bytes", in.count,
-                   header.arg_bytes);
+        static log::RateLimit mismatched;
+        log::Limited(mismatched, log::Level::kDebug,
+                     "FUSE BATCH_FORGET of {} nodes in {} argument bytes", in.count,
+                     header.arg_bytes);
         Finish(request, -EINVAL, true);
         return;
       }

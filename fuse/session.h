@@ -24,8 +24,15 @@ namespace bexd::fuse {
 
 struct SessionOptions {
   bool writable = false;
-  // WRITE and FALLOCATE past the end grow the node instead of failing with ENOSPC.
+  // The node's size follows what is written: WRITE past the end grows it instead of failing with
+  // ENOSPC, and an open with O_TRUNC empties it. Without it an O_TRUNC open keeps the size and
+  // the data (`cp` into a disk image overwrites it instead of destroying it, as QSD does).
   bool growable = false;
+  // Explicit size changes (SETATTR size, FALLOCATE past the end) need `growable` too, not just
+  // `writable`. For virtio-fs, whose client is an untrusted guest: writing a disk image must not
+  // let it set the host's file to any size it likes. Off (FUSE exports): a writable export may be
+  // resized explicitly, as QSD allows.
+  bool resize_needs_growable = false;
   // Every WRITE is durable when answered (block kIoFua).
   bool writethrough = false;
   // virtio-fs: node 1 is a directory holding one regular file, `file_name`, as node 2. Otherwise
@@ -84,6 +91,11 @@ class Session {
   uint32_t open_handles() const { return open_handles_.load(std::memory_order_relaxed); }
   void HandleOpened();
   void HandleReleased();
+
+  // Whether a client may change the size explicitly (SETATTR size, FALLOCATE past the end).
+  bool resizable() const {
+    return options_.writable && (options_.growable || !options_.resize_needs_growable);
+  }
 
   NodeAttributes Attributes(NodeKind kind) const;
   // False if SETATTR's timestamps are out of range (nanoseconds >= 10^9).

@@ -37,7 +37,8 @@ bool IsRandom(BenchPattern pattern) {
 
 const char* VhostBenchUsage() {
   return "usage: vhost_bench --socket=PATH --file=NAME [--queues=N] [--rw=PATTERN]\n"
-         "                   [--iodepth=N] [--bs=BYTES] [--runtime=S] [--ramp=S]\n"
+         "                   [--iodepth=N] [--bs=BYTES] [--direct=0|1] [--runtime=S]\n"
+         "                   [--ramp=S]\n"
          "Connects to a vhost-user-fs backend as a vhost-user frontend (memfd guest memory,\n"
          "split rings), opens NAME in the virtio-fs root and keeps N request rings busy with\n"
          "READ or WRITE requests, one thread per ring. Prints one JSON object: requests per\n"
@@ -46,6 +47,8 @@ const char* VhostBenchUsage() {
          "  --rw       read, write, randread or randwrite (default randread)\n"
          "  --iodepth  requests in flight per ring, a power of two up to 256 (default 16)\n"
          "  --bs       request size, a multiple of 512 up to 1M (default 4K)\n"
+         "  --direct   1: OPEN the file with O_DIRECT, as fio --direct=1 in a guest does\n"
+         "             (default 0)\n"
          "  --runtime  measured seconds (default 5)\n"
          "  --ramp     seconds run before the measured window (default 1)\n";
 }
@@ -80,6 +83,10 @@ absl::StatusOr<VhostBenchOptions> ParseVhostBenchOptions(std::span<char* const> 
         return absl::InvalidArgumentError(fmt::format("--bs: {} is not a multiple of 512", value));
       }
       options.block_size = static_cast<uint32_t>(*bs);
+    } else if (name == "direct") {
+      absl::StatusOr<uint64_t> direct = ParseNumber(name, value, 0, 1);
+      if (!direct.ok()) return direct.status();
+      options.direct = *direct == 1;
     } else if (name == "rw") {
       if (value == "read") {
         options.pattern = BenchPattern::kRead;

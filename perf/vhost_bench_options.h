@@ -17,6 +17,9 @@ struct VhostBenchOptions {
   uint32_t request_queues = 1;  // one frontend thread per request ring
   uint32_t iodepth = 16;        // requests kept in flight per ring
   uint32_t block_size = 4096;
+  // OPEN asks for O_DIRECT, as a guest's fio --direct=1 does. A backend that honours it (virtiofsd
+  // with allow_direct_io) then bypasses the host page cache; bexd's node options decide that.
+  bool direct = false;
   BenchPattern pattern = BenchPattern::kRandRead;
   double runtime_s = 5;
   double ramp_s = 1;  // run but not counted, before the measured window

@@ -64,7 +64,7 @@ absl::StatusOr<OpenFile> Open(Frontend& frontend, const VhostBenchOptions& optio
         "'{}' has {} bytes, less than one {}-byte request", name, file.size, options.block_size));
   }
   fuse_open_in open_in = {};
-  open_in.flags = IsWrite(options.pattern) ? O_RDWR : O_RDONLY;
+  open_in.flags = (IsWrite(options.pattern) ? O_RDWR : O_RDONLY) | (options.direct ? O_DIRECT : 0);
   absl::StatusOr<test::vhost::FuseReply> open =
       frontend.Fuse(1, FUSE_OPEN, file.node_id, &open_in, sizeof(open_in));
   if (!open.ok()) return open.status();

@@ -17,6 +17,7 @@
 #include <absl/status/statusor.h>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <future>
@@ -76,6 +77,8 @@ class Engine {
   // Blocking: writes every cache back, drops freed clusters, marks the image clean and stops the
   // thread. The node's queues must be gone.
   absl::Status Close();
+  // Any thread: the header's dirty bit is set (lazy refcounts since the first allocation).
+  bool image_dirty() const { return dirty_bit_on_disk_; }
 
  private:
   // A control-path call waiting for the engine thread.
@@ -245,7 +248,8 @@ class Engine {
   AsyncMutex writeback_mutex_;
   bool data_since_sync_ = false;  // data written by the engine since the last flush
   uint64_t change_count_ = 0;     // metadata changes so far
-  bool dirty_bit_on_disk_ = false;
+  // Atomic for image_dirty(); written by the engine thread only.
+  std::atomic<bool> dirty_bit_on_disk_{false};
 
   // Writes that allocate: guest clusters with an allocation under way.
   std::unordered_map<uint64_t, std::unique_ptr<WaitList>> in_flight_;

@@ -26,16 +26,20 @@ Qcow2ImageInfo InfoOf(const ImageHeader& header) {
   info.cluster_size = header.geometry.cluster_size;
   info.backing_file = header.backing_file;
   info.backing_format = header.backing_format;
+  info.refcount_bits = 1u << header.geometry.refcount_order;
+  info.extended_l2 = header.geometry.extended_l2;
+  info.lazy_refcounts = (header.compatible_features & kCompatLazyRefcounts) != 0;
+  info.compression_type = header.compression_type == kCompressionZstd ? "zstd" : "zlib";
   return info;
 }
 
 }  // namespace
 
-absl::StatusOr<Qcow2ImageInfo> ReadQcow2ImageInfo(BlockNode& file) {
+absl::StatusOr<Qcow2ImageInfo> ReadQcow2ImageInfo(const std::string& node_name, BlockNode& file) {
   auto io = SyncIo::Create(file);
-  if (!io.ok()) return Named(io.status(), file.node_name(), file);
+  if (!io.ok()) return Named(io.status(), node_name, file);
   auto header = ReadImageHeader(**io, file.size());
-  if (!header.ok()) return Named(header.status(), file.node_name(), file);
+  if (!header.ok()) return Named(header.status(), node_name, file);
   return InfoOf(*header);
 }
 
@@ -127,6 +131,8 @@ bool Qcow2Node::read_only() const { return image_->read_only; }
 uint32_t Qcow2Node::request_alignment() const { return image_->file->request_alignment(); }
 
 bool Qcow2Node::corrupt() const { return image_->corrupt.load(std::memory_order_acquire); }
+
+bool Qcow2Node::dirty() const { return engine_ != nullptr && engine_->image_dirty(); }
 
 const std::shared_ptr<BlockNode>& Qcow2Node::file() const { return image_->file; }
 

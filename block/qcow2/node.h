@@ -26,10 +26,16 @@ struct Qcow2ImageInfo {
   uint64_t cluster_size = 0;
   std::string backing_file;    // as stored in the image; empty: none
   std::string backing_format;  // from the backing format extension; may be empty
+  // What query-named-block-nodes shows in format-specific, as QEMU.
+  uint32_t refcount_bits = 16;
+  bool extended_l2 = false;
+  bool lazy_refcounts = false;   // the header's compatible feature bit
+  std::string compression_type;  // "zlib" or "zstd"
 };
 
-// Reads and validates the header on `file`. Errors name the file node and the problem.
-absl::StatusOr<Qcow2ImageInfo> ReadQcow2ImageInfo(BlockNode& file);
+// Reads and validates the header on `file`, for the qcow2 node `node_name` about to open over it.
+// Errors name that node, the file and the problem.
+absl::StatusOr<Qcow2ImageInfo> ReadQcow2ImageInfo(const std::string& node_name, BlockNode& file);
 
 class Qcow2Node final : public BlockNode, public std::enable_shared_from_this<Qcow2Node> {
  public:
@@ -51,6 +57,7 @@ class Qcow2Node final : public BlockNode, public std::enable_shared_from_this<Qc
   absl::Status Truncate(uint64_t new_size) override;
   absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override;
   std::string description() const override;
+  std::string filename() const override { return file()->filename(); }
 
   // Writes every cached change back, drops the clusters freed meanwhile and marks the image clean.
   // Fails with FailedPrecondition while queues exist; the node serves nothing afterwards.
@@ -61,6 +68,8 @@ class Qcow2Node final : public BlockNode, public std::enable_shared_from_this<Qc
   const std::shared_ptr<BlockNode>& backing() const;
   // A damaged structure was found; writes fail with -EIO.
   bool corrupt() const;
+  // The header's dirty bit is set: the refcounts need a repair if bexd stops without Close().
+  bool dirty() const;
 
  private:
   Qcow2Node(std::string node_name, Qcow2ImageInfo info);

@@ -5,12 +5,13 @@ raw.tsv, summary.tsv, memory.tsv, summary.md, commands.md and PNG charts."""
 import argparse
 import datetime
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import time
 
-from harness import build, charts, fio, machine, matrix, report, systems, vhost
+from harness import build, charts, fio, guest, machine, matrix, report, systems, vhost
 
 QUICK_WORKLOADS = "randread-aio-j1,randwrite-aio-j1,randread-sync-j1,randwrite-sync-j1"
 # Seconds per cell beyond runtime + ramp (fio start-up and teardown), and per daemon start/stop.
@@ -30,10 +31,17 @@ def parse_args(repo):
     parser.add_argument("--out", help="result directory (default perf/results/<date-time>, or "
                                       "BUILD_DIR/quick/<date-time> in quick mode)")
     parser.add_argument("--build-dir", default=os.path.join(repo, "build-perf"))
-    parser.add_argument("--systems", default=",".join(matrix.SYSTEMS),
-                        help="comma list of limit, qsd, native, bexd, vhost (default all; "
-                             "vhost = bexd's vhost-user-fs export driven by vhost_bench)")
-    parser.add_argument("--drivers", default=",".join(matrix.DRIVERS), help="null,file")
+    parser.add_argument("--systems", default=",".join(matrix.DEFAULT_SYSTEMS),
+                        help="comma list of limit, qsd, native, bexd, vhost, virtiofsd, "
+                             "guest-bexd, guest-virtiofsd (default all but the guest ones; "
+                             "vhost = bexd's vhost-user-fs export and virtiofsd = QEMU's "
+                             "reference daemon, both driven by vhost_bench; guest-* = the same "
+                             "two with fio in a QEMU guest)")
+    parser.add_argument("--drivers", default=",".join(matrix.DEFAULT_DRIVERS),
+                        help="comma list of null, file (the image with O_DIRECT on the host), "
+                             "pagecache (the image through the host page cache), raw, qcow2, "
+                             "qcow2-empty, qcow2-zlib (disk image formats over the file driver; "
+                             "bexd and QSD only) (default null,file)")
     parser.add_argument("--queues", help="queue counts for bexd and the limit responder "
                                          "(default 1,2,4)")
     parser.add_argument("--workloads", help="comma list of RW-ENGINE-jN (default: all 16)")
@@ -45,6 +53,22 @@ def parse_args(repo):
     parser.add_argument("--limit-responder", help="limit_responder binary (default: built)")
     parser.add_argument("--vhost-bench", help="vhost_bench binary (default: built)")
     parser.add_argument("--qsd", default="qemu-storage-daemon", help="qemu-storage-daemon binary")
+    parser.add_argument("--virtiofsd", default="/usr/lib/qemu/virtiofsd",
+                        help="QEMU's C virtiofsd (package qemu-system-common)")
+    parser.add_argument("--virtiofsd-pools", default=",".join(map(str, matrix.VIRTIOFSD_POOLS)),
+                        help="virtiofsd --thread-pool-size values, one target each (default "
+                             "0,1,64)")
+    parser.add_argument("--guest-kernel", default="linux-image-amd64",
+                        help="guest systems: the Debian meta package of the guest kernel "
+                             "(default linux-image-amd64, Debian 12's 6.1; "
+                             "linux-image-6.12-amd64 maps vCPUs to request queues)")
+    parser.add_argument("--guest-cpus", type=int, default=1, help="guest systems: vCPUs")
+    parser.add_argument("--guest-cache", default=guest.default_cache(),
+                        help="guest systems: kernel cache (as tests/guest/run-guest-test.sh's)")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="also measure bexd built at git revision REV (every bexd and vhost "
+                             "target gets a base- twin, and the report compares the two)")
+    parser.add_argument("--baseline-bexd", help="baseline bexd binary (instead of building REV)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the plan, time estimate and commands, run nothing")
     args = parser.parse_args()
@@ -56,12 +80,17 @@ def parse_args(repo):
     args.workloads = args.workloads or (QUICK_WORKLOADS if args.quick else None)
     if args.reps < 1 or args.runtime < 1 or args.ramp < 0:
         parser.error("--reps and --runtime must be at least 1, --ramp at least 0")
+    if not 1 <= args.guest_cpus <= 8:
+        parser.error("--guest-cpus must be 1 to 8")
     try:
         args.system_list = _choices("--systems", args.systems, matrix.SYSTEMS)
         args.driver_list = _choices("--drivers", args.drivers, matrix.DRIVERS)
         args.queue_list = sorted({int(q) for q in args.queues.split(",")})
         if not args.queue_list or args.queue_list[0] < 1:
             raise ValueError("--queues must list counts of at least 1")
+        args.pool_list = sorted({int(t) for t in args.virtiofsd_pools.split(",")})
+        if not args.pool_list or args.pool_list[0] < 0:
+            raise ValueError("--virtiofsd-pools must list sizes of at least 0")
         args.workload_list = (matrix.all_workloads() if args.workloads is None else
                               [matrix.parse_workload(w) for w in args.workloads.split(",")])
     except ValueError as error:
@@ -71,6 +100,8 @@ def parse_args(repo):
         args.out = (os.path.join(args.build_dir, "quick", stamp) if args.quick else
                     os.path.join(repo, "perf", "results", stamp))
     args.image = args.image or os.path.join(args.build_dir, "bench.img")
+    if args.baseline_bexd and not args.baseline:
+        args.baseline = "given binary"
     return args
 
 
@@ -84,11 +115,12 @@ def _choices(option, text, allowed):
 
 def find_binaries(args, repo):
     """Builds what is needed and returns {system: binary}; drops systems that cannot run."""
-    binaries = {"qsd": shutil.which(args.qsd) or args.qsd}
+    binaries = {"qsd": shutil.which(args.qsd) or args.qsd, "virtiofsd": args.virtiofsd}
     wanted = {"bexd": args.bexd, "limit": args.limit_responder, "vhost": args.vhost_bench}
     cmake_targets = {"bexd": "bexd", "limit": "limit_responder", "vhost": "vhost_bench"}
-    # The vhost system runs bexd too.
-    needed = set(args.system_list) | ({"bexd"} if "vhost" in args.system_list else set())
+    # The vhost systems run bexd too; vhost_bench (built as "vhost") drives virtiofsd.
+    needed = set(args.system_list) | {matrix.BACKEND.get(s, s) for s in args.system_list}
+    needed |= {"vhost"} if "virtiofsd" in args.system_list else set()
     to_build = [cmake_targets[s] for s, path in wanted.items() if path is None and s in needed]
     if to_build and not args.no_build and not args.dry_run:
         os.makedirs(args.out, exist_ok=True)
@@ -100,11 +132,29 @@ def find_binaries(args, repo):
             print(f"warning: {error}", file=sys.stderr)
     for system, path in wanted.items():
         binaries[system] = path or build.target_path(args.build_dir, cmake_targets[system])
+    if args.baseline:
+        binaries["base-bexd"] = args.baseline_bexd
+        if not args.baseline_bexd and not args.dry_run:
+            os.makedirs(args.out, exist_ok=True)
+            log = os.path.join(args.out, "build.log")
+            print(f"building bexd at {args.baseline} (log: {log})", flush=True)
+            try:
+                binaries["base-bexd"] = build.build_revision(repo, args.baseline, args.build_dir,
+                                                             log)
+            except build.BuildError as error:
+                sys.exit(f"error: {error}")
     usable = {system: bool(path and os.access(path, os.X_OK)) for system, path in binaries.items()}
+    usable["guest-virtiofsd"] = usable["virtiofsd"]
+    usable["guest-bexd"] = usable["bexd"]
+    usable["virtiofsd"] = usable["virtiofsd"] and usable["vhost"]  # vhost_bench drives it
     usable["vhost"] = usable["vhost"] and usable["bexd"]
-    for system in ("bexd", "limit", "qsd", "vhost"):
+    if shutil.which("qemu-system-x86_64") is None:
+        usable["guest-bexd"] = usable["guest-virtiofsd"] = False
+        binaries["guest-bexd"] = binaries["guest-virtiofsd"] = "qemu-system-x86_64"
+    for system in ("bexd", "limit", "qsd", "vhost", "virtiofsd", "guest-bexd", "guest-virtiofsd"):
         if system in args.system_list and not usable[system]:
-            print(f"warning: no usable {system} binary ({binaries[system] or 'not built'}); "
+            binary = binaries.get(system, binaries.get(matrix.BACKEND.get(system)))
+            print(f"warning: no usable {system} binary ({binary or 'not built'}); "
                   f"leaving {system} out of this run", file=sys.stderr)
             args.system_list.remove(system)
     return binaries
@@ -120,11 +170,59 @@ def prepare_image(path, size):
                     str(size)], check=True)
 
 
+def create_qcow2(path, size, *options):
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", *options, path, str(size)],
+                   check=True)
+
+
+def prepare_format_images(raw_image, size, drivers):
+    """The qcow2 images beside the raw one: fully allocated (preallocation=full: every cluster
+    mapped and written), and zlib-compressed from data that compresses to about half."""
+    if "qcow2" in drivers:
+        path = systems.image_path(raw_image, "qcow2")
+        if not os.path.exists(path):
+            print(f"creating {path} (preallocation=full)", flush=True)
+            create_qcow2(path, size, "-o", "preallocation=full")
+    if "qcow2-zlib" in drivers:
+        path = systems.image_path(raw_image, "qcow2-zlib")
+        if not os.path.exists(path):
+            source = path + ".src"
+            print(f"creating {path} (qemu-img convert -c of half-compressible data)", flush=True)
+            subprocess.run(["fio", "--name=fill", f"--filename={source}", "--rw=write", "--bs=1M",
+                            f"--size={size}", "--buffer_compress_percentage=50",
+                            "--refill_buffers", "--output=/dev/null"], check=True)
+            subprocess.run(["qemu-img", "convert", "-c", "-O", "qcow2", "-o",
+                            "compression_type=zlib", source, path], check=True)
+            os.unlink(source)
+
+
 def check_not_tmpfs(path):
     fs_type = subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True,
                              text=True).stdout.strip()
     if fs_type in ("tmpfs", "ramfs"):
         sys.exit(f"error: image {path} is on {fs_type}; the file driver needs a real disk")
+
+
+def warm_page_cache(image):
+    """Reads the whole image, so that pagecache cells measure the host page cache rather than
+    whatever of the image the cells before (O_DIRECT writes invalidate cached pages) left in it."""
+    with open(image, "rb", buffering=0) as source:
+        buffer = bytearray(1 << 20)
+        while source.readinto(buffer):
+            pass
+
+
+def prepare_share(share_dir, image):
+    """virtiofsd shares a directory: it holds the image as n0, a hard link (virtiofsd chroots into
+    the directory, so a symbolic link out of it would not resolve)."""
+    os.makedirs(share_dir, exist_ok=True)
+    for name in os.listdir(share_dir):
+        os.unlink(os.path.join(share_dir, name))
+    try:
+        os.link(image, os.path.join(share_dir, "n0"))
+    except OSError as error:
+        sys.exit(f"error: cannot link the image {image} into virtiofsd's share {share_dir} "
+                 f"({error}); both must be on one filesystem (see --image, --build-dir)")
 
 
 def prepare_mountpoint(path):
@@ -146,7 +244,12 @@ class Run:
         self.binaries = binaries
         self.mountpoint = os.path.join(args.build_dir, "bench", "export")
         self.socket_path = os.path.join(args.build_dir, "bench", "vhost.sock")
-        self.targets = matrix.targets(args.system_list, args.driver_list, args.queue_list)
+        self.share_dir = os.path.join(args.build_dir, "bench", "virtiofsd-share")
+        self.guest_dir = os.path.join(args.build_dir, "bench", "guest")
+        self.guest = None  # guest.Setup, made in main() when a guest system runs
+        self.targets = matrix.targets(args.system_list, args.driver_list, args.queue_list,
+                                      baseline=bool(args.baseline),
+                                      virtiofsd_pools=args.pool_list)
         self.workloads = args.workload_list
         self.raw_rows = []
         self.memory_rows = []
@@ -158,16 +261,24 @@ class Run:
             "repetitions": args.reps,
             "runtime per cell": f"{args.runtime:g} s (+{args.ramp:g} s ramp)",
         }
+        if args.baseline:
+            commit = subprocess.run(["git", "-C", repo, "rev-parse", "--short", args.baseline],
+                                    capture_output=True, text=True).stdout.strip()
+            self.settings["baseline (base- targets)"] = (f"{args.baseline} ({commit})" if commit
+                                                         else args.baseline)
 
     def daemon_command(self, target):
         return systems.daemon_command(target, self.binaries, self.args.image, self.mountpoint,
-                                      self.args.size, self.socket_path)
+                                      self.args.size, self.socket_path, self.share_dir)
 
     def cell_command(self, target, workload):
-        """The fio command of a cell, or for the vhost system the vhost_bench command."""
-        if target.system == "vhost":
+        """The fio command of a cell, or for vhost-user-fs backends the vhost_bench command."""
+        if target.system in matrix.VHOST_SYSTEMS:
             return vhost.bench_command(self.binaries["vhost"], workload, self.socket_path,
-                                       target.queues, self.args.runtime, self.args.ramp)
+                                       target.queues, self.args.runtime, self.args.ramp,
+                                       direct=target.driver == "file")
+        if target.system in matrix.GUEST_SYSTEMS:
+            return guest.cell_command(workload, self.args.runtime, self.args.ramp)
         filename = self.args.image if target.system == "native" else self.mountpoint
         return fio.fio_command(workload, filename, self.args.runtime, self.args.ramp)
 
@@ -177,10 +288,28 @@ class Run:
     def cells_per_rep(self):
         return sum(len(self.workloads_of(t)) for t in self.targets)
 
+    def daemon_starts_per_rep(self):
+        return sum(len(self.workloads_of(t)) if t.system == "virtiofsd" else 1
+                   for t in self.targets)
+
     def estimate_s(self):
         cells = self.cells_per_rep()
         per_cell = self.args.runtime + self.args.ramp + CELL_OVERHEAD_S
-        return self.args.reps * (cells * per_cell + len(self.targets) * DAEMON_OVERHEAD_S)
+        guests = [t for t in self.targets if t.system in matrix.GUEST_SYSTEMS]
+        guest_extra = sum(guest.BOOT_OVERHEAD_S + len(self.workloads_of(t)) *
+                          (guest.CELL_OVERHEAD_S - CELL_OVERHEAD_S) for t in guests)
+        return self.args.reps * (cells * per_cell + guest_extra +
+                                 self.daemon_starts_per_rep() * DAEMON_OVERHEAD_S)
+
+    def guest_timeout_s(self, target):
+        cells = len(self.workloads_of(target))
+        return 120 + cells * (self.args.runtime + self.args.ramp + 30)
+
+    def console_path(self, target):
+        return os.path.join(self.args.out, "logs", f"{target.name}.console")
+
+    def qemu_command(self, target):
+        return self.guest.qemu_command(self.socket_path, target.queues, self.console_path(target))
 
     def write_commands(self):
         lines = ["# Commands of this run", ""]
@@ -188,6 +317,9 @@ class Run:
             command = self.daemon_command(target)
             lines += [f"## {target.name}", "", "```",
                       " ".join(command) if command else "# no daemon: fio runs on the image"]
+            if target.system in matrix.GUEST_SYSTEMS:
+                lines += [shlex.join(self.qemu_command(target)),
+                          "# in the guest, one after the other:"]
             lines += [" ".join(self.cell_command(target, w)) for w in self.workloads_of(target)]
             lines += ["```", ""]
         with open(os.path.join(self.args.out, "commands.md"), "w") as out:
@@ -206,29 +338,50 @@ class Run:
 
     def run_target(self, rep, target, done, total, started):
         """Runs every workload against `target`; returns the new count of cells done."""
+        if target.system in matrix.GUEST_SYSTEMS:
+            done = self.serve_guest(rep, target, done, total, started)
+        elif target.system == "virtiofsd" or target.driver == "qcow2-empty":
+            # virtiofsd serves one frontend connection and exits: one daemon per cell, and no
+            # memory figures (it is gone when the cell ends). An empty image is made anew for
+            # every cell, so that each measures first writes.
+            for workload in self.workloads_of(target):
+                done = self.serve(rep, target, [workload], done, total, started, memory=False)
+        else:
+            done = self.serve(rep, target, self.workloads_of(target), done, total, started,
+                              memory=True)
+        # Cells skipped after a daemon failure still count toward the progress total.
+        return max(done, self.cells_before(rep, target))
+
+    def serve(self, rep, target, workloads, done, total, started, memory):
+        """Starts `target`'s daemon, runs `workloads` against it and stops it; returns the new
+        count of cells done. With `memory`, records the daemon's memory use."""
         command = self.daemon_command(target)
         daemon = None
         if command:
             log_path = os.path.join(self.args.out, "logs", f"{target.name}.log")
-            if target.system == "vhost":
+            if target.system in matrix.VHOST_SYSTEMS:
                 daemon = systems.Daemon(command, log_path, socket_path=self.socket_path)
             else:
                 daemon = systems.Daemon(command, log_path, mountpoint=self.mountpoint,
                                         size=self.args.size)
         try:
+            if target.driver == "pagecache":
+                warm_page_cache(self.args.image)
+            if target.driver == "qcow2-empty":
+                path = systems.image_path(self.args.image, target.driver)
+                if os.path.exists(path):
+                    os.unlink(path)
+                create_qcow2(path, self.args.size)
             if daemon:
                 daemon.start()
                 time.sleep(0.5)
-                idle_rss, _ = systems.read_memory_kb(daemon.pid)
-            for workload in self.workloads_of(target):
+                if memory:
+                    idle_rss, _ = systems.read_memory_kb(daemon.pid)
+            for workload in workloads:
                 done += 1
                 row = self.run_cell(rep, target, workload, daemon, command)
-                elapsed = time.monotonic() - started
-                eta = int(elapsed / done * (total - done))
-                result = f"{row['iops'] / 1000:8.1f}k IOPS" if row else "  failed"
-                print(f"[{done:4}/{total}] rep {rep} {target.name:14} {workload.name:17} {result}"
-                      f"   (eta {eta // 60}:{eta % 60:02})", flush=True)
-            if daemon:
+                self.progress(done, total, started, rep, target, workload, row)
+            if daemon and memory:
                 after_rss, after_hwm = systems.read_memory_kb(daemon.pid)
                 self.memory_rows.append({"rep": rep, "target": target.name,
                                          "idle_rss_kib": idle_rss, "after_rss_kib": after_rss,
@@ -241,8 +394,78 @@ class Run:
                     daemon.stop()
                 except systems.DaemonError as error:
                     self.error(f"rep {rep} {target.name}: {error}")
-        # Cells skipped after a daemon failure still count toward the progress total.
-        return max(done, self.cells_before(rep, target))
+        return done
+
+    def serve_guest(self, rep, target, done, total, started):
+        """Starts `target`'s backend, boots a guest that runs every workload, stops the backend;
+        returns the new count of cells done."""
+        command = self.daemon_command(target)
+        log_path = os.path.join(self.args.out, "logs", f"{target.name}.log")
+        daemon = systems.Daemon(command, log_path, socket_path=self.socket_path)
+        loadavg = machine.load_average()
+        try:
+            if target.driver == "pagecache":
+                warm_page_cache(self.args.image)
+            daemon.start()
+            results = guest.run(self.qemu_command(target), self.console_path(target), daemon,
+                                log_path, self.guest_timeout_s(target))
+            for workload in self.workloads_of(target):
+                done += 1
+                row = self.guest_row(rep, target, workload, results.get(workload.name),
+                                     command, loadavg)
+                self.progress(done, total, started, rep, target, workload, row)
+        except (systems.DaemonError, guest.GuestError) as error:
+            self.error(f"rep {rep} {target.name}: {error}")
+        finally:
+            try:
+                daemon.stop()
+            except systems.DaemonError as error:
+                self.error(f"rep {rep} {target.name}: {error}")
+        return done
+
+    def guest_row(self, rep, target, workload, result, daemon_command, loadavg):
+        """The raw row of one cell run in a guest, or None (error recorded) if it failed. The
+        costs per request are what the backend and QEMU spent from the start of fio to its end,
+        divided by the requests of runtime and ramp (fio's IOPS × their length): fio's start
+        under TCG, seconds of it, does no I/O and costs the backend nothing."""
+        cell = f"rep {rep} {target.name} {workload.name}"
+        if result is None:
+            self.error(f"{cell}: the guest did not run it")
+            return None
+        text, start, end, syscalls = result
+        command = self.cell_command(target, workload)
+        try:
+            measured = fio.parse_report(text, command)
+        except fio.FioError as error:
+            self.error(f"{cell}: {error}")
+            return None
+        row = self.make_row(rep, target, workload, measured, command, daemon_command, loadavg)
+        if end is not None and measured["iops"] > 0:
+            requests = measured["iops"] * (self.args.runtime + self.args.ramp)
+            row["daemon_cpu_pct"] = ((end.daemon_cpu - start.daemon_cpu) /
+                                     (end.time - start.time) * 100)
+            row["daemon_cpu_us_per_io"] = (end.daemon_cpu - start.daemon_cpu) / requests * 1e6
+            row["qemu_cpu_us_per_io"] = (end.qemu_cpu - start.qemu_cpu) / requests * 1e6
+            row["daemon_switches_per_io"] = (end.daemon_switches - start.daemon_switches) / requests
+            if syscalls is not None:
+                row["daemon_syscalls_per_io"] = syscalls / requests
+        self.raw_rows.append(row)
+        return row
+
+    def make_row(self, rep, target, workload, result, command, daemon_command, loadavg):
+        return {"rep": rep, "target": target.name, "system": target.system,
+                "driver": target.driver, "queues": target.queues, "workload": workload.name,
+                "rw": workload.rw, "engine": workload.engine, "numjobs": workload.numjobs,
+                **result, "daemon_cpu_pct": "", "daemon_cpu_us_per_io": "", "loadavg": loadavg,
+                "daemon_command": " ".join(daemon_command) if daemon_command else "",
+                "fio_command": " ".join(command)}
+
+    def progress(self, done, total, started, rep, target, workload, row):
+        elapsed = time.monotonic() - started
+        eta = int(elapsed / done * (total - done))
+        result = f"{row['iops'] / 1000:8.1f}k IOPS" if row else "  failed"
+        print(f"[{done:4}/{total}] rep {rep} {target.name:14} {workload.name:17} {result}"
+              f"   (eta {eta // 60}:{eta % 60:02})", flush=True)
 
     def cells_before(self, rep, target):
         """Cells done once `target` of repetition `rep` is over, for the progress count."""
@@ -259,19 +482,14 @@ class Run:
         wall_before = time.monotonic()
         timeout = self.args.runtime + self.args.ramp + 120
         try:
-            if target.system == "vhost":
+            if target.system in matrix.VHOST_SYSTEMS:
                 result = vhost.run_bench(command, timeout)
             else:
                 result = fio.run_fio(command, timeout)
         except (fio.FioError, vhost.VhostBenchError) as error:
             self.error(f"rep {rep} {target.name} {workload.name}: {error}")
             return None
-        row = {"rep": rep, "target": target.name, "system": target.system,
-               "driver": target.driver, "queues": target.queues, "workload": workload.name,
-               "rw": workload.rw, "engine": workload.engine, "numjobs": workload.numjobs,
-               **result, "daemon_cpu_pct": "", "daemon_cpu_us_per_io": "", "loadavg": loadavg,
-               "daemon_command": " ".join(daemon_command) if daemon_command else "",
-               "fio_command": " ".join(command)}
+        row = self.make_row(rep, target, workload, result, command, daemon_command, loadavg)
         if daemon:
             # fio's whole lifetime, ramp included; the daemon does little outside the cell.
             cpu = systems.read_cpu_seconds(daemon.pid) - cpu_before
@@ -332,10 +550,24 @@ def main():
                 print(" ".join(run.cell_command(target, run.workloads_of(target)[0])))
         return 0
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
-    if "file" in args.driver_list:
+    if {"file", "pagecache", *matrix.FORMAT_DRIVERS} & set(args.driver_list):
         prepare_image(args.image, args.size)
         check_not_tmpfs(args.image)
+        prepare_format_images(args.image, args.size, args.driver_list)
     prepare_mountpoint(run.mountpoint)
+    if "virtiofsd" in args.system_list or "guest-virtiofsd" in args.system_list:
+        prepare_share(run.share_dir, args.image)
+    if any(system in matrix.GUEST_SYSTEMS for system in args.system_list):
+        print(f"preparing the guest ({args.guest_kernel}, initramfs with fio)", flush=True)
+        cells = [(w.name, guest.cell_command(w, args.runtime, args.ramp))
+                 for w in run.workloads]
+        try:
+            run.guest = guest.Setup(repo, run.guest_dir, args.guest_kernel, args.guest_cache,
+                                    args.guest_cpus, cells)
+        except guest.GuestError as error:
+            sys.exit(f"error: {error}")
+        run.settings["guest"] = (f"kernel {run.guest.release} ({args.guest_kernel}), "
+                                 f"{args.guest_cpus} vCPU(s), QEMU TCG")
     os.makedirs(os.path.dirname(run.socket_path), exist_ok=True)
     run.facts = machine.describe(repo, binaries, args.image)
     run.write_commands()

@@ -37,3 +37,19 @@ def target_path(build_dir, target):
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
     return None
+
+
+def build_revision(repo, revision, build_dir, log_path):
+    """Builds bexd as of `revision` (any git revision of `repo`) from a detached worktree in
+    BUILD_DIR/baseline-src, into BUILD_DIR/baseline; returns the binary's path."""
+    source = os.path.join(build_dir, "baseline-src")
+    with open(log_path, "a") as log:
+        if not os.path.isdir(source):
+            if not _run(["git", "-C", repo, "worktree", "add", "--detach", source, revision], log):
+                raise BuildError(f"cannot check out baseline '{revision}'; see {log_path}")
+        elif not _run(["git", "-C", source, "checkout", "--detach", "--quiet", revision], log):
+            raise BuildError(f"cannot check out baseline '{revision}'; see {log_path}")
+    binary_dir = os.path.join(build_dir, "baseline")
+    if build(source, binary_dir, ["bexd"], log_path) != ["bexd"]:
+        raise BuildError(f"cannot build bexd at baseline '{revision}'; see {log_path}")
+    return target_path(binary_dir, "bexd")

@@ -5,6 +5,8 @@ import os
 import shutil
 import subprocess
 
+from harness.matrix import DRIVERS, GUEST_SYSTEMS, VHOST_SYSTEMS
+
 
 class ChartError(Exception):
     """gnuplot is missing or failed."""
@@ -30,7 +32,8 @@ def _has_data(summary, target):
 def iops_per_cell(summary, driver, out_dir):
     """Clustered bars: kIOPS per workload, one bar per system. Returns the PNG name or None."""
     targets = [t for t in summary.targets
-               if t.driver == driver and t.system != "vhost" and _has_data(summary, t)]
+               if t.driver == driver and t.system not in VHOST_SYSTEMS + GUEST_SYSTEMS and
+               _has_data(summary, t)]
     if not targets:
         return None
     data = os.path.join(out_dir, f"iops-{driver}.dat")
@@ -112,6 +115,9 @@ def iops_by_queues(summary, driver, out_dir):
          lambda q: f"limit-q{q}" if driver == "null" else None),
         ("qsd", "QSD (1 queue)", "lines lw 2 dt 3", lambda q: f"qsd-{driver}"),
     ]
+    if any(t.baseline and t.driver == driver and _has_data(summary, t) for t in summary.targets):
+        series.append(("base", "bexd baseline", "linespoints lw 1 dt 4",
+                       lambda q: f"base-bexd-{driver}-q{q}"))
     return _by_queue_count(summary, out_dir, f"queues-{driver}", summary.workloads, queue_counts, series,
                            ("queues", "kIOPS", f"{driver} driver: IOPS by queue count (median)"))
 
@@ -125,7 +131,8 @@ def vhost_by_queues(summary, out_dir):
         return None
     workloads = [w for w in summary.workloads if targets[0].runs(w)]
     series = [(driver, driver, style, lambda q, d=driver: f"vhost-{d}-q{q}")
-              for driver, style in (("null", "linespoints lw 2"), ("file", "linespoints lw 2 dt 2"))]
+              for driver, style in (("null", "linespoints lw 2"), ("file", "linespoints lw 2 dt 2"),
+                                    ("pagecache", "linespoints lw 2 dt 3"))]
     return _by_queue_count(summary, out_dir, "vhost-queues", workloads, queue_counts, series,
                            ("request rings", "k requests/s",
                             "vhost-user-fs export: requests/s by ring count (median)"))
@@ -136,7 +143,7 @@ def draw_all(summary, out_dir):
     if shutil.which("gnuplot") is None:
         raise ChartError("gnuplot is not installed (apt-get install gnuplot-nox)")
     charts = []
-    for driver in ("null", "file"):
+    for driver in DRIVERS:
         for draw in (iops_per_cell, iops_by_queues):
             png = draw(summary, driver, out_dir)
             if png:

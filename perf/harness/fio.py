@@ -34,9 +34,15 @@ def run_fio(command, timeout_s):
         raise FioError(f"fio did not finish within {timeout_s:.0f} s") from None
     if done.returncode != 0:
         raise FioError(f"fio exited with status {done.returncode}: {done.stderr.strip()[-2000:]}")
-    start = done.stdout.find("{")
+    return parse_report(done.stdout, command)
+
+
+def parse_report(text, command):
+    """The result of fio's JSON report in `text` (what precedes the first '{' is ignored) for the
+    job `command` ran."""
+    start = text.find("{")
     try:
-        report = json.loads(done.stdout[start:]) if start >= 0 else None
+        report = json.loads(text[start:]) if start >= 0 else None
     except json.JSONDecodeError as error:
         raise FioError(f"fio printed no valid JSON ({error})") from None
     if not report or not report.get("jobs"):

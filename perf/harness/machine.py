@@ -44,6 +44,7 @@ def describe(repo, binaries, image):
         "kernel": platform.release(),
         "fio": _first_line(["fio", "--version"]),
         "qemu-storage-daemon": _first_line([binaries["qsd"], "--version"]),
+        "virtiofsd": _first_line([binaries["virtiofsd"], "--version"]),
         "bexd commit": _first_line(["git", "-C", repo, "describe", "--always", "--dirty"]),
         "image": f"{image} on {_first_line(['stat', '-f', '-c', '%T', image])}",
         "load average at start": load_average(),

@@ -5,8 +5,28 @@ from dataclasses import dataclass
 RW_KINDS = ("read", "write", "randread", "randwrite")
 ENGINES = ("aio", "sync")
 NUMJOBS = (1, 4)
-DRIVERS = ("null", "file")
-SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost")
+# file: the image with O_DIRECT on the host; pagecache: the same image through the host page cache
+# (bexd and QSD cache.direct=off, virtiofsd without allow_direct_io). pagecache runs on request.
+DRIVERS = ("null", "file", "pagecache", "raw", "qcow2", "qcow2-empty", "qcow2-zlib")
+DEFAULT_DRIVERS = ("null", "file")
+# Disk image formats (issue 13), on request: the raw image under a `raw` node; a fully allocated
+# qcow2 image; an empty qcow2 image, made anew before every cell (writes measure allocation); a
+# zlib-compressed qcow2 image (reads only). All over a file node with O_DIRECT, served by bexd and
+# QSD.
+FORMAT_DRIVERS = ("raw", "qcow2", "qcow2-empty", "qcow2-zlib")
+SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost", "virtiofsd", "guest-bexd",
+           "guest-virtiofsd")
+# The guest systems (fio in a QEMU guest under TCG) are slow; they run on request.
+DEFAULT_SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost", "virtiofsd")
+# Thread pool sizes of the virtiofsd targets (--thread-pool-size; 0 = the queue thread itself).
+VIRTIOFSD_POOLS = (0, 1, 64)
+# Systems driven by vhost_bench instead of fio: bexd's vhost-user-fs export and QEMU's virtiofsd.
+VHOST_SYSTEMS = ("vhost", "virtiofsd")
+# The same two backends under a real guest: fio runs in the guest on its virtio-fs mount.
+GUEST_SYSTEMS = ("guest-bexd", "guest-virtiofsd")
+# What serves each vhost-user-fs system: bexd's export or virtiofsd.
+BACKEND = {"vhost": "bexd", "guest-bexd": "bexd", "virtiofsd": "virtiofsd",
+           "guest-virtiofsd": "virtiofsd"}
 
 
 @dataclass(frozen=True)
@@ -27,21 +47,42 @@ class Workload:
 @dataclass(frozen=True)
 class Target:
     system: str  # one of SYSTEMS; vhost is bexd's vhost-user-fs export driven by vhost_bench
-    driver: str  # null or file; the limit responder counts as null (it serves zeroes)
+    driver: str  # one of DRIVERS; the limit responder counts as null (it serves zeroes)
     queues: int  # FUSE queues (vhost: request rings); 1 for systems without multi-queue FUSE
+    # bexd, vhost and guest-bexd only: served by the baseline build (--baseline REV) instead of
+    # this tree's, to compare two versions of bexd in one run.
+    baseline: bool = False
+    threads: int = 0  # virtiofsd only: its --thread-pool-size
 
     @property
     def name(self):
         if self.system == "limit":
             return f"limit-q{self.queues}"
-        if self.system in ("bexd", "vhost"):
-            return f"{self.system}-{self.driver}-q{self.queues}"
+        if self.system in ("bexd", "vhost", "guest-bexd"):
+            prefix = "base-" if self.baseline else ""
+            return f"{prefix}{self.system}-{self.driver}-q{self.queues}"
+        if self.system in ("virtiofsd", "guest-virtiofsd"):
+            return f"{self.system}-{self.driver}-t{self.threads}"
         return f"{self.system}-{self.driver}"
+
+    @property
+    def current(self):
+        """The same target served by this tree's build (itself unless it is a baseline)."""
+        return Target(self.system, self.driver, self.queues)
+
+    @property
+    def base(self):
+        """The same target served by the baseline build."""
+        return Target(self.system, self.driver, self.queues, baseline=True)
 
     def runs(self, workload):
         """Whether `workload` applies: vhost_bench drives each ring from one thread, so it has no
         numjobs; its aio cells keep 16 requests in flight per ring, its sync cells one."""
-        return self.system != "vhost" or workload.numjobs == 1
+        if self.driver == "qcow2-zlib" and workload.is_write:
+            return False  # a write would allocate: the image would not stay compressed
+        if self.driver == "qcow2-empty" and not workload.is_write:
+            return False  # reads of an empty image read no clusters
+        return self.system not in VHOST_SYSTEMS or workload.numjobs == 1
 
 
 def all_workloads():
@@ -58,18 +99,37 @@ def parse_workload(name):
     return Workload(parts[0], parts[1], int(parts[2][1:]))
 
 
-def targets(systems, drivers, queue_counts):
-    """All targets for the chosen systems, drivers and queue counts, in a stable order."""
+def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRTIOFSD_POOLS):
+    """All targets for the chosen systems, drivers and queue counts, in a stable order; with
+    `baseline`, every bexd, vhost and guest-bexd target is followed by its baseline twin. virtiofsd (one
+    request queue) serves the file drivers only, once per thread pool size; so does its guest
+    twin."""
     result = []
     for driver in drivers:
+        if driver in FORMAT_DRIVERS:
+            # Only the FUSE exports of bexd and QSD serve images.
+            if "qsd" in systems:
+                result.append(Target("qsd", driver, 1))
+            if "bexd" in systems:
+                result += [Target("bexd", driver, q) for q in queue_counts]
+            continue
         if "limit" in systems and driver == "null":
             result += [Target("limit", "null", q) for q in queue_counts]
         if "qsd" in systems:
             result.append(Target("qsd", driver, 1))
         if "native" in systems and driver == "file":
             result.append(Target("native", "file", 1))
-        if "bexd" in systems:
-            result += [Target("bexd", driver, q) for q in queue_counts]
-        if "vhost" in systems:
-            result += [Target("vhost", driver, q) for q in queue_counts]
+        for system in ("bexd", "vhost"):
+            if system in systems:
+                result += [Target(system, driver, q) for q in queue_counts]
+                if baseline:
+                    result += [Target(system, driver, q, baseline=True) for q in queue_counts]
+        if "virtiofsd" in systems and driver != "null":
+            result += [Target("virtiofsd", driver, 1, threads=t) for t in virtiofsd_pools]
+        if "guest-bexd" in systems:
+            result += [Target("guest-bexd", driver, q) for q in queue_counts]
+            if baseline:
+                result += [Target("guest-bexd", driver, q, baseline=True) for q in queue_counts]
+        if "guest-virtiofsd" in systems and driver != "null":
+            result += [Target("guest-virtiofsd", driver, 1, threads=t) for t in virtiofsd_pools]
     return result

@@ -1,4 +1,5 @@
-"""Starting, watching and stopping the daemons under test (bexd, QSD, the limit responder)."""
+"""Starting, watching and stopping the daemons under test (bexd, QSD, the limit responder,
+virtiofsd)."""
 
 import os
 import signal
@@ -6,6 +7,8 @@ import stat
 import subprocess
 import threading
 import time
+
+from harness.matrix import BACKEND, FORMAT_DRIVERS
 
 MOUNT_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
@@ -15,36 +18,80 @@ class DaemonError(Exception):
     """A daemon did not start, mount, or stop as expected."""
 
 
-def daemon_command(target, binaries, image, mountpoint, size, socket_path):
+# The host cache setting of the file drivers, as bexd's and QSD's file node options.
+FILE_CACHE = {"file": "cache.direct=on", "pagecache": "cache.direct=off"}
+
+
+def image_path(raw_image, driver):
+    """The image a driver serves: the raw image, or a qcow2 image beside it."""
+    if driver.startswith("qcow2"):
+        return f"{os.path.splitext(raw_image)[0]}-{driver}.qcow2"
+    return raw_image
+
+
+def format_node(driver, image):
+    """The node of a format driver, the same for bexd and QSD: the format over a file node with
+    O_DIRECT and libaio; the compressed image read-only (writes would allocate)."""
+    node = (f"driver={'raw' if driver == 'raw' else 'qcow2'},node-name=n0,cache.direct=on,"
+            f"file.driver=file,file.filename={image_path(image, driver)},file.aio=native")
+    return node + (",read-only=on" if driver == "qcow2-zlib" else "")
+
+
+def daemon_command(target, binaries, image, mountpoint, size, socket_path, share_dir):
     """The command line that serves `target`, or None for native (fio on the image itself).
-    FUSE exports mount on `mountpoint`; the vhost-user-fs export listens on `socket_path`."""
+    FUSE exports mount on `mountpoint`; the vhost-user-fs export and virtiofsd listen on
+    `socket_path`; virtiofsd shares `share_dir`, which holds the image as n0 (the file name the
+    bexd export shows, so that vhost_bench opens the same name on both)."""
     if target.system == "native":
         return None
     if target.system == "limit":
         return [binaries["limit"], f"--mountpoint={mountpoint}", f"--size={size}",
                 f"--queues={target.queues}"]
-    if target.system in ("bexd", "vhost"):
-        if target.driver == "null":
+    backend = BACKEND.get(target.system, target.system)
+    if backend == "virtiofsd":
+        # Its seccomp filter kills it when glibc creates a ninth malloc arena (thread pools above
+        # 8). The chroot sandbox keeps it one process, so its CPU time can be read; the namespace
+        # sandbox would fork. cache=none: FOPEN_DIRECT_IO, as bexd answers OPEN. O_DIRECT from
+        # the frontend reaches the host file only with allow_direct_io (the file driver).
+        command = ["env", "MALLOC_ARENA_MAX=8", binaries["virtiofsd"],
+                   f"--socket-path={socket_path}", "-o", f"source={share_dir}", "-o",
+                   "sandbox=chroot", "-o", "cache=none", f"--thread-pool-size={target.threads}"]
+        if target.driver == "file":
+            command += ["-o", "allow_direct_io"]
+        return command
+    writable = "off" if target.driver == "qcow2-zlib" else "on"
+    if backend == "bexd":
+        if target.driver in FORMAT_DRIVERS:
+            node = format_node(target.driver, image)
+        elif target.driver == "null":
             node = f"driver=null,node-name=n0,size={size},read-zeroes=on"
         else:
-            node = f"driver=file,node-name=n0,filename={image},cache.direct=on,aio=native"
-        if target.system == "vhost":
+            node = (f"driver=file,node-name=n0,filename={image},{FILE_CACHE[target.driver]},"
+                    "aio=native")
+        if target.system != "bexd":
             export = (f"type=vhost-user-fs,id=e0,node-name=n0,addr.type=unix,"
                       f"addr.path={socket_path},tag=bench,writable=on,"
                       f"num-request-queues={target.queues}")
         else:
-            export = (f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable=on,"
-                      f"num-queues={target.queues}")
-        return [binaries["bexd"], "--blockdev", node, "--export", export]
+            export = (f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},"
+                      f"writable={writable},num-queues={target.queues}")
+        bexd = binaries["base-bexd" if target.baseline else "bexd"]
+        return [bexd, "--blockdev", node, "--export", export]
     if target.system == "qsd":
         # QSD 7.2 has one FUSE queue; it does accept an iothread for the export, which moves the
         # request handling off the main loop.
-        if target.driver == "null":
+        if target.driver in FORMAT_DRIVERS:
+            node = format_node(target.driver, image)
+        elif target.driver == "null":
             node = f"driver=null-co,node-name=n0,size={size},read-zeroes=on"
         else:
-            node = f"driver=file,node-name=n0,filename={image},cache.direct=on,aio=native"
+            # QEMU refuses aio=native without O_DIRECT.
+            aio = "native" if target.driver == "file" else "threads"
+            node = (f"driver=file,node-name=n0,filename={image},{FILE_CACHE[target.driver]},"
+                    f"aio={aio}")
         return [binaries["qsd"], "--object", "iothread,id=io0", "--blockdev", node, "--export",
-                f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable=on,iothread=io0"]
+                f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable={writable},"
+                "iothread=io0"]
     raise ValueError(f"unknown system '{target.system}'")
 
 
@@ -120,6 +167,24 @@ def read_cpu_seconds(pid):
     # The command name is in parentheses and may contain spaces; fields follow the last ')'.
     fields = text[text.rindex(")") + 2:].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def read_context_switches(pid):
+    """Voluntary plus involuntary context switches of the live threads of `pid`."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/status") as status:
+                    for line in status:
+                        if line.startswith(("voluntary_ctxt_switches:",
+                                            "nonvoluntary_ctxt_switches:")):
+                            total += int(line.split()[1])
+            except FileNotFoundError:
+                pass  # the thread ended meanwhile
+    except OSError as error:
+        raise DaemonError(f"cannot read the threads of process {pid}: {error}") from None
+    return total
 
 
 def _log_tail(path, lines=15):

@@ -10,12 +10,13 @@ class VhostBenchError(Exception):
     """vhost_bench failed or printed something that is not a result."""
 
 
-def bench_command(binary, workload, socket_path, queues, runtime_s, ramp_s):
-    """The same cell as fio's: bs 4k, aio = 16 requests in flight per ring, sync = 1."""
+def bench_command(binary, workload, socket_path, queues, runtime_s, ramp_s, direct):
+    """The same cell as fio's: bs 4k, aio = 16 requests in flight per ring, sync = 1. With
+    `direct`, OPEN asks for O_DIRECT as fio's --direct=1 in a guest would."""
     depth = fio.AIO_DEPTH if workload.engine == "aio" else 1
     return [binary, f"--socket={socket_path}", "--file=n0", f"--queues={queues}",
             f"--rw={workload.rw}", f"--iodepth={depth}", f"--bs={fio.BLOCK_SIZE}",
-            f"--runtime={runtime_s:g}", f"--ramp={ramp_s:g}"]
+            f"--direct={int(direct)}", f"--runtime={runtime_s:g}", f"--ramp={ramp_s:g}"]
 
 
 def run_bench(command, timeout_s):

@@ -1,26 +1,23 @@
 // The file driver on real block devices and real failures: a loop device, an image whose
-// reads and writes fail with EIO (nbdkit's error filter behind nbdfuse), and a full filesystem.
+// reads and writes fail with EIO (nbdkit's error filter behind nbdfuse, tests/support), a loop
+// device on such an image whose writeback fails, and a full filesystem.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tests/block/file_fixture.h"
 #include "tests/block/queue_runner.h"
-
-extern char** environ;
+#include "tests/support/failing_disk.h"
+#include "tests/support/loop_device.h"
 
 namespace bexd::block {
 namespace {
@@ -30,40 +27,8 @@ using testing::ReadAt;
 using testing::RunOne;
 using testing::WriteAt;
 
-// First line of a command's output, or "" if it failed.
-std::string Capture(const std::string& command) {
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return "";
-  char line[512] = {};
-  bool got = fgets(line, sizeof(line), pipe) != nullptr;
-  int status = pclose(pipe);
-  if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return "";
-  std::string text(line);
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  return text;
-}
-
-bool WaitFor(const std::function<bool()>& ready, int timeout_ms) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (!ready()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
-class LoopDevice {
- public:
-  explicit LoopDevice(const std::string& backing)
-      : path_(Capture("losetup -f --show '" + backing + "' 2>/dev/null")) {}
-  ~LoopDevice() {
-    if (!path_.empty()) testing::Shell("losetup -d " + path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using bexd::testing::FailingDisk;
+using bexd::testing::LoopDevice;
 
 TEST(FileDevice, LoopDevice) {
   testing::ScratchDir dir;
@@ -113,65 +78,10 @@ TEST(FileDevice, LoopDevice) {
   }
 }
 
-// nbdfuse serves an nbdkit memory disk as a file; nbdkit's error filter fails every read and
-// write with EIO while the trigger file exists.
-class FailingImage {
- public:
-  explicit FailingImage(const std::string& dir)
-      : mountpoint_(dir + "/mnt"), trigger_(dir + "/fail") {
-    if (testing::Shell("command -v nbdfuse >/dev/null && command -v nbdkit >/dev/null") != 0 ||
-        access("/dev/fuse", R_OK | W_OK) != 0 || mkdir(mountpoint_.c_str(), 0755) != 0) {
-      return;
-    }
-    std::string error_file = "error-file=" + trigger_;
-    std::vector<std::string> args = {"nbdfuse",   mountpoint_,       "--command", "nbdkit",
-                                     "-s",        "--filter=error",  "memory",    "16M",
-                                     "error=EIO", "error-rate=100%", error_file};
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    // nbdkit logs every injected error; keep the test output readable.
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-    if (posix_spawnp(&pid_, "nbdfuse", &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&actions);
-    std::string file = path();
-    if (pid_ > 0 && !WaitFor([&] { return access(file.c_str(), F_OK) == 0; }, 10000)) Stop();
-  }
-  ~FailingImage() { Stop(); }
-
-  bool ok() const { return pid_ > 0; }
-  std::string path() const { return mountpoint_ + "/nbd"; }
-  void SetFailing(bool failing) {
-    if (failing) {
-      testing::Shell("touch '" + trigger_ + "'");
-    } else {
-      unlink(trigger_.c_str());
-    }
-  }
-
- private:
-  void Stop() {
-    if (pid_ <= 0) return;
-    testing::Shell("fusermount3 -u '" + mountpoint_ + "' 2>/dev/null");
-    int status;
-    if (!WaitFor([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, 10000)) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-    }
-    pid_ = -1;
-  }
-
-  std::string mountpoint_;
-  std::string trigger_;
-  pid_t pid_ = -1;
-};
-
 TEST(FileDevice, IoErrorsAreReportedAndTheQueueKeepsWorking) {
   testing::ScratchDir dir;
-  FailingImage image(dir.path());
-  if (!image.ok()) GTEST_SKIP() << "nbdfuse, nbdkit or /dev/fuse is not available";
+  FailingDisk image(dir.path(), 16 << 20);
+  if (!image.ok()) GTEST_SKIP() << image.why_not();
   for (AioMode aio : {AioMode::kNative, AioMode::kThreads}) {
     auto node = testing::OpenFileOrFail(image.path(), aio, /*direct=*/true);
     ASSERT_NE(node, nullptr);
@@ -198,6 +108,105 @@ TEST(FileDevice, IoErrorsAreReportedAndTheQueueKeepsWorking) {
     EXPECT_EQ(std::vector<unsigned char>(bytes, bytes + 4096), data);
     EXPECT_EQ(queue->in_flight(), 0u);
   }
+}
+
+// fsyncgate: a node without O_DIRECT on a loop device over the failing image writes into the
+// device's page cache. When writeback fails, fdatasync reports EIO once and succeeds from then
+// on, while the disk keeps the old data. The node must fail every later flush, on every queue.
+class FailingWriteback : public ::testing::TestWithParam<AioMode> {
+ protected:
+  void SetUp() override {
+    disk_.emplace(dir_.path(), 16 << 20);
+    if (!disk_->ok()) GTEST_SKIP() << disk_->why_not();
+    loop_.emplace(disk_->path());
+    if (loop_->path().empty()) GTEST_SKIP() << "losetup is not available (needs root and loop)";
+  }
+  std::shared_ptr<BlockNode> Open(bool direct) const {
+    return testing::OpenFileOrFail(loop_->path(), GetParam(), direct);
+  }
+  // The disk's bytes, past the loop device's cache.
+  std::vector<unsigned char> OnDisk(uint64_t offset, uint64_t length) const {
+    return testing::ReadFile(disk_->path(), offset, length);
+  }
+
+  testing::ScratchDir dir_;
+  std::optional<FailingDisk> disk_;
+  std::optional<LoopDevice> loop_;  // declared last: detached before the disk goes
+};
+
+INSTANTIATE_TEST_SUITE_P(Aio, FailingWriteback,
+                         ::testing::Values(AioMode::kNative, AioMode::kThreads),
+                         [](const ::testing::TestParamInfo<AioMode>& info) {
+                           return info.param == AioMode::kNative ? "native" : "threads";
+                         });
+
+TEST_P(FailingWriteback, FailedFlushStaysFailedUntilReopened) {
+  const std::vector<unsigned char> old_data = Pattern(4096, 5);
+  const std::vector<unsigned char> new_data = Pattern(4096, 6);
+  {
+    auto node = Open(/*direct=*/false);
+    ASSERT_NE(node, nullptr);
+    auto queue = testing::MakeQueue(*node);
+    auto other_queue = testing::MakeQueue(*node);
+    EXPECT_EQ(WriteAt(*queue, old_data.data(), 4096, 0), 4096);
+    EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+    EXPECT_EQ(WriteAt(*queue, new_data.data(), 4096, 0), 4096);
+
+    disk_->SetFailing(true);
+    EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), -EIO);
+    disk_->SetFailing(false);
+    EXPECT_EQ(OnDisk(0, 4096), old_data);  // the premise: the new data never reached the disk
+    EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), -EIO);
+    EXPECT_EQ(RunOne(*other_queue, IoOp::kFlush, 0, 0), -EIO);
+    EXPECT_EQ(node->flush_error(), EIO);
+
+    // The flush still runs: what is written later reaches the disk, yet the flush fails.
+    const std::vector<unsigned char> later = Pattern(4096, 7);
+    EXPECT_EQ(WriteAt(*other_queue, later.data(), 4096, 8192), 4096);
+    EXPECT_EQ(RunOne(*other_queue, IoOp::kFlush, 0, 0), -EIO);
+    EXPECT_EQ(OnDisk(8192, 4096), later);
+  }
+  auto reopened = Open(/*direct=*/false);
+  ASSERT_NE(reopened, nullptr);
+  auto queue = testing::MakeQueue(*reopened);
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  EXPECT_EQ(reopened->flush_error(), 0);
+}
+
+// A FUA write (RWF_DSYNC) syncs its range itself; when that writeback fails, the error is
+// consumed just as a failed fdatasync consumes it, so the node's flushes fail from then on.
+TEST_P(FailingWriteback, FailedFuaWriteMakesLaterFlushesFail) {
+  auto node = Open(/*direct=*/false);
+  ASSERT_NE(node, nullptr);
+  auto queue = testing::MakeQueue(*node);
+  const std::vector<unsigned char> data = Pattern(4096, 8);
+
+  disk_->SetFailing(true);
+  EXPECT_EQ(WriteAt(*queue, data.data(), 4096, 4096, kIoFua), -EIO);
+  disk_->SetFailing(false);
+  EXPECT_EQ(OnDisk(4096, 4096), std::vector<unsigned char>(4096, 0));
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), -EIO);
+  EXPECT_EQ(node->flush_error(), EIO);
+  // A FUA write that succeeds is durable by itself and reports success.
+  EXPECT_EQ(WriteAt(*queue, data.data(), 4096, 4096, kIoFua), 4096);
+  EXPECT_EQ(OnDisk(4096, 4096), data);
+}
+
+// With O_DIRECT nothing waits in the page cache: a failure says nothing about later flushes.
+TEST_P(FailingWriteback, FailuresDoNotStickWithDirectIo) {
+  auto node = Open(/*direct=*/true);
+  ASSERT_NE(node, nullptr);
+  auto queue = testing::MakeQueue(*node);
+  void* memory = nullptr;
+  ASSERT_EQ(posix_memalign(&memory, 4096, 4096), 0);
+  std::unique_ptr<void, decltype(&free)> buffer(memory, free);
+  std::memset(memory, 9, 4096);
+
+  disk_->SetFailing(true);
+  EXPECT_EQ(WriteAt(*queue, memory, 4096, 0, kIoFua), -EIO);
+  disk_->SetFailing(false);
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  EXPECT_EQ(node->flush_error(), 0);
 }
 
 TEST(FileDevice, FullFilesystemReportsNoSpace) {

@@ -10,33 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "block/open.h"
-#include "block/qcow2/backing_name.h"
+#include "block/graph.h"
 #include "block/qcow2/node.h"
 #include "tests/block/file_fixture.h"
 #include "tests/block/queue_runner.h"
 
 namespace bexd::block::testing {
-namespace {
-
-int next_node = 0;
-
-absl::StatusOr<std::shared_ptr<BlockNode>> OpenFileNode(const std::string& path, bool read_only,
-                                                        const ImageOptions& options) {
-  FileOptions file;
-  file.filename = path;
-  file.aio = options.aio;
-  file.cache_direct = options.direct;
-  file.discard = options.qcow2.discard;
-  return OpenFile(file, read_only, "file" + std::to_string(next_node++));
-}
-
-bool HasQcow2Magic(const std::string& path) {
-  std::vector<unsigned char> magic = ReadFile(path, 0, 4);
-  return magic.size() == 4 && std::memcmp(magic.data(), "QFI\xfb", 4) == 0;
-}
-
-}  // namespace
 
 std::string RunCommand(const std::string& command, int expected_status) {
   std::string output;
@@ -56,30 +35,26 @@ std::string RunCommand(const std::string& command, int expected_status) {
 
 absl::StatusOr<std::shared_ptr<BlockNode>> OpenImage(const std::string& path, bool read_only,
                                                      const ImageOptions& options) {
-  auto file = OpenFileNode(path, read_only, options);
-  if (!file.ok()) return file.status();
-  auto info = qcow2::ReadQcow2ImageInfo(**file);
-  if (!info.ok()) return info.status();
-  std::shared_ptr<BlockNode> backing;
-  if (options.open_backing && !info->backing_file.empty()) {
-    auto backing_path = qcow2::ResolveBackingFileName(path, info->backing_file);
-    if (!backing_path.ok()) return backing_path.status();
-    bool qcow2 = info->backing_format.empty() ? HasQcow2Magic(*backing_path)
-                                              : info->backing_format == "qcow2";
-    ImageOptions backing_options = options;
-    backing_options.qcow2 = Qcow2Options();
-    if (qcow2) {
-      auto opened = OpenImage(*backing_path, true, backing_options);
-      if (!opened.ok()) return opened.status();
-      backing = *opened;
-    } else {
-      auto opened = OpenFileNode(*backing_path, true, backing_options);
-      if (!opened.ok()) return opened.status();
-      backing = *opened;
-    }
-  }
-  return OpenQcow2Node("fmt" + std::to_string(next_node++), options.qcow2, read_only, *file,
-                       backing);
+  FileOptions file;
+  file.filename = path;
+  file.aio = options.aio;
+  file.cache_direct = options.direct;
+  file.discard = options.qcow2.discard;
+  BlockdevOptions file_node;
+  file_node.read_only = read_only;
+  file_node.driver = file;
+  BlockdevOptions image;
+  image.node_name = "fmt";
+  image.read_only = read_only;
+  image.driver = options.qcow2;
+  image.file = ChildRef{.kind = ChildRef::Kind::kInline,
+                        .options = std::make_shared<BlockdevOptions>(file_node)};
+  if (!options.open_backing) image.backing = ChildRef{.kind = ChildRef::Kind::kNull};
+  // The node keeps its children open after the graph goes.
+  BlockGraph graph;
+  absl::Status added = graph.Add(image);
+  if (!added.ok()) return added;
+  return graph.Find(image.node_name)->node;
 }
 
 std::shared_ptr<BlockNode> OpenImageOrFail(const std::string& path, bool read_only,

@@ -1,6 +1,11 @@
 // The real bexd with bad options: exit status 1, exactly one error line naming the option, and
 // nothing mounted, not even the exports whose own options were fine.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
+
+#include <utility>
 
 #include "tests/cli/bexd_process.h"
 
@@ -104,7 +109,7 @@ TEST_F(BinaryErrorsTest, UnknownNodeName) {
 TEST_F(BinaryErrorsTest, DuplicateNodeName) {
   EXPECT_EQ(ExpectOneError({"--blockdev", GoodBlockdev(), "--blockdev",
                             "driver=null-co,node-name=disk0", "--export", GoodExport()}),
-            "node-name 'disk0' is already in use");
+            "Duplicate nodes with node-name='disk0'");
 }
 
 TEST_F(BinaryErrorsTest, DuplicateExportIdMountsNothing) {
@@ -142,6 +147,16 @@ TEST_F(BinaryErrorsTest, BadConfigFile) {
       "--config " + config + ": export[0].num-queues: expected a positive integer, got \"two\"");
 }
 
+// Deep nesting is refused before anything recurses through it (60,000 levels crashed bexd).
+TEST_F(BinaryErrorsTest, DeeplyNestedJson) {
+  const std::string deep = std::string(60000, '[') + std::string(60000, ']');
+  const std::string error = "JSON nesting depth limit exceeded (at most 1024 levels)";
+  std::string config = dir_.path() + "/bexd.json";
+  std::ofstream(config) << R"({"monitor": {"path": )" << deep << "}}";
+  EXPECT_EQ(ExpectOneError({"--config", config}), "--config " + config + ": " + error);
+  EXPECT_EQ(ExpectOneError({"--blockdev", R"({"driver": )" + deep + "}"}), "--blockdev: " + error);
+}
+
 TEST_F(BinaryErrorsTest, FailedExportStartStopsTheExportsAlreadyStarted) {
   // The second export passes every check but cannot listen: its socket's directory is missing.
   std::string line = ExpectOneError(
@@ -156,6 +171,36 @@ TEST_F(BinaryErrorsTest, MonitorSocketPathTakenByAFile) {
   EXPECT_EQ(ExpectOneError({"--blockdev", GoodBlockdev(), "--export", GoodExport(), "--monitor",
                             "path=" + taken}),
             "monitor socket '" + taken + "': the path exists and is not a socket");
+}
+
+// --pidfile never follows a link, opens a FIFO or directory, or overwrites a file that holds
+// something other than a pid. A bexd that took such a path would keep running: the wait is bounded.
+TEST_F(BinaryErrorsTest, PidfilePathsThatAreNotAPidfileAreRefusedAndLeftAsTheyWere) {
+  const std::string target = dir_.path() + "/precious";
+  std::ofstream(target) << "precious data\n";
+  const std::string link = dir_.path() + "/link.pid";
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  const std::string fifo = dir_.path() + "/fifo.pid";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string other = dir_.path() + "/other.pid";
+  std::ofstream(other) << "# not a pid\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {link, "is a symbolic link; refusing to follow it"},
+      {fifo, "is not a regular file"},
+      {dir_.path(), "is not a regular file"},
+      {other, "holds something other than a pid; refusing to overwrite it"},
+  };
+  for (const auto& [pidfile, why] : cases) {
+    RunResult result =
+        RunBexd({"--blockdev", "driver=null-co,node-name=n,size=1M", "--pidfile", pidfile},
+                std::chrono::seconds(30));
+    EXPECT_EQ(result.exit_status, 1) << pidfile;
+    EXPECT_EQ(result.err, "bexd: error: --pidfile '" + pidfile + "': " + why + "\n");
+  }
+  EXPECT_EQ(ReadFile(target), "precious data\n");
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_EQ(ReadFile(other), "# not a pid\n");
 }
 
 }  // namespace

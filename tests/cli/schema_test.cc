@@ -138,8 +138,8 @@ TEST(BlockdevSchemaTest, KeyvalErrorsNameTheKey) {
       "aio: io_uring is not supported by bexd; use native or threads");
   EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=x,aio=posix"), Syntax::kKeyval),
             "aio: expected one of native, threads; got \"posix\"");
-  EXPECT_EQ(BlockdevError(Keyval("driver=qcow2,node-name=d"), Syntax::kKeyval),
-            "driver: 'qcow2' is not supported by bexd (supported: file, null-co)");
+  EXPECT_EQ(BlockdevError(Keyval("driver=vmdk,node-name=d"), Syntax::kKeyval),
+            "driver: 'vmdk' is not supported by bexd (supported: file, null-co, raw, qcow2)");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=d,latency-ns=-1"), Syntax::kKeyval),
             "latency-ns: expected a non-negative integer, got \"-1\"");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=9d"), Syntax::kKeyval),

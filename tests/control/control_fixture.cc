@@ -54,6 +54,14 @@ std::string Success(const nlohmann::json& reply) {
   return reply.contains("return") ? "" : reply.dump();
 }
 
+std::string Pattern(size_t length, uint32_t seed) {
+  std::string data(length, '\0');
+  for (size_t i = 0; i < length; ++i) {
+    data[i] = static_cast<char>((i * 131 + seed * 7 + i / 4096) & 0xff);
+  }
+  return data;
+}
+
 nlohmann::json FuseExport(const std::string& id, const std::string& node,
                           const std::string& mountpoint) {
   return {{"type", "fuse"},

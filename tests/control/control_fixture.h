@@ -42,6 +42,10 @@ std::string ErrorDesc(const nlohmann::json& reply);
 // "" for a successful reply, else the whole reply (to show in the failure message).
 std::string Success(const nlohmann::json& reply);
 
+// `length` bytes of pattern `seed`: neighbouring positions and seeds differ, so misplaced or stale
+// data shows.
+std::string Pattern(size_t length, uint32_t seed);
+
 // block-export-add arguments: a writable FUSE export.
 nlohmann::json FuseExport(const std::string& id, const std::string& node,
                           const std::string& mountpoint);

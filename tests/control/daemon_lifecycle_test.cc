@@ -17,13 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string Pattern(size_t length, uint32_t seed) {
-  std::string data(length, '\0');
-  for (size_t i = 0; i < length; ++i)
-    data[i] = static_cast<char>((i * 131 + seed * 7 + i / 4096) & 0xff);
-  return data;
-}
-
 TEST_F(ControlTest, QuitStopsEverythingAndCleansUp) {
   std::string pidfile = Path("bexd.pid");
   StartDaemon({"--pidfile", pidfile});

@@ -105,15 +105,15 @@ TEST_F(ControlTest, ErrorPathsReturnGenericError) {
     json arguments;
     std::string desc;
   } cases[] = {
-      {"blockdev-add", NullNode("disk0"), "node-name 'disk0' is already in use"},
+      {"blockdev-add", NullNode("disk0"), "Duplicate nodes with node-name='disk0'"},
       {"blockdev-add",
        {{"driver", "null-co"}, {"node-name", "n"}, {"size", "1G"}},
        "size: expected a size in bytes (a non-negative integer), got \"1G\""},
       {"blockdev-add",
        {{"driver", "file"}, {"node-name", "f"}, {"filename", Path("none.img")}},
        ""},
-      {"blockdev-del", {{"node-name", "disk0"}}, "node 'disk0' is in use by export 'exp0'"},
-      {"blockdev-del", {{"node-name", "ghost"}}, "node 'ghost' not found"},
+      {"blockdev-del", {{"node-name", "disk0"}}, "Node disk0 is in use"},
+      {"blockdev-del", {{"node-name", "ghost"}}, "Failed to find node with node-name='ghost'"},
       {"blockdev-del", json::object(), "node-name: missing (required)"},
       {"block-export-add", FuseExport("exp0", "disk0", dir_.File("other")),
        "export 'exp0': id is already in use"},

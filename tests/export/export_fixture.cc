@@ -77,6 +77,21 @@ std::shared_ptr<block::BlockNode> OpenFileNode(const std::string& filename, bool
   return node.ok() ? *node : nullptr;
 }
 
+std::string RunCommand(const std::string& command, int* exit_status) {
+  std::string output;
+  FILE* pipe = ::popen(("timeout -k 10 180 " + command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) {
+    *exit_status = -1;
+    return output;
+  }
+  char chunk[4096];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), pipe)) > 0) output.append(chunk, n);
+  const int status = ::pclose(pipe);
+  *exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return output;
+}
+
 std::shared_ptr<block::BlockNode> OpenNullNode(uint64_t size) {
   block::BlockdevOptions options;
   options.node_name = "null0";

@@ -49,6 +49,10 @@ std::shared_ptr<block::BlockNode> OpenFileNode(const std::string& filename, bool
                                                block::AioMode aio = block::AioMode::kNative);
 std::shared_ptr<block::BlockNode> OpenNullNode(uint64_t size);
 
+// Runs `command` through the shell with a time limit (180 s); its combined output and exit
+// status (-1 if it did not exit normally).
+std::string RunCommand(const std::string& command, int* exit_status);
+
 ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t num_queues = 2,
                           bool growable = false);
 

@@ -1,78 +1,56 @@
-// A backing-file I/O error reaches the client with its errno, and the export keeps serving.
+// A backing-file I/O error reaches the client with its errno, and the export keeps serving; a
+// failed fsync stays failed.
 //
-// The backing file is an nbdfuse mount of an nbdkit memory disk behind the error filter: while
-// the trigger file exists every read and write of the disk fails with EIO, a real error from the
-// kernel's read()/write() on the backing file.
+// The backing file is a FailingDisk (tests/support): an nbdfuse mount of an nbdkit memory disk
+// behind the error filter, whose reads and writes fail with EIO on demand. With a loop device on
+// it, a node without O_DIRECT has a page cache whose writeback fails (fsyncgate).
 #include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "cli/daemon.h"
+#include "cli/qmp_commands.h"
+#include "export/flush_node.h"
 #include "tests/export/export_fixture.h"
-
-extern char** environ;
+#include "tests/support/failing_disk.h"
+#include "tests/support/loop_device.h"
 
 namespace bexd::exp::testing {
 namespace {
 
 constexpr uint64_t kDiskBytes = 16 << 20;
 
-class FailingDisk {
- public:
-  explicit FailingDisk(const std::string& directory)
-      : path_(directory + "/nbd"), trigger_(directory + "/fail-now") {
-    std::ofstream(path_).flush();
-    const std::string size = std::to_string(kDiskBytes);
-    const std::string error_file = "error-file=" + trigger_;
-    const char* argv[] = {"nbdfuse",   path_.c_str(),     "--command",        "nbdkit",
-                          "-s",        "--filter=error",  "memory",           size.c_str(),
-                          "error=EIO", "error-rate=100%", error_file.c_str(), nullptr};
-    if (::posix_spawnp(&pid_, "nbdfuse", nullptr, nullptr, const_cast<char**>(argv), environ) !=
-        0) {
-      pid_ = -1;
-      ADD_FAILURE() << "cannot run nbdfuse";
-      return;
-    }
-    for (int i = 0; i < 2000 && !ready(); ++i) ::usleep(10000);
-    EXPECT_TRUE(ready()) << "nbdfuse did not mount " << path_;
-  }
-  ~FailingDisk() {
-    if (pid_ < 0) return;
-    std::remove(trigger_.c_str());
-    if (std::system(("fusermount3 -u " + path_).c_str()) != 0) {
-      ADD_FAILURE() << "cannot unmount " << path_ << " (still open?); detaching it";
-      std::system(("fusermount3 -u -z " + path_).c_str());
-    }
-    int status;
-    for (int i = 0; i < 1000; ++i) {
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) return;
-      ::usleep(10000);
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, &status, 0);
-  }
-
-  const std::string& path() const { return path_; }
-  bool ready() const { return IsFuseMounted(path_) && FileSize(path_) == kDiskBytes; }
-  void StartFailing() const { std::ofstream(trigger_).flush(); }
-  void StopFailing() const { std::remove(trigger_.c_str()); }
-
- private:
-  std::string path_;
-  std::string trigger_;
-  pid_t pid_ = -1;
-};
+using bexd::testing::FailingDisk;
+using bexd::testing::LoopDevice;
+using nlohmann::json;
 
 using IoErrorTest = FuseExportTest;
 
+// Writes `seed`'s pattern to [offset, offset + 4096) through `fd`.
+void WriteBlock(int fd, uint64_t offset, uint32_t seed) {
+  std::vector<uint8_t> data(4096);
+  FillPattern(data.data(), data.size(), offset, seed);
+  ASSERT_EQ(::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset)), 4096)
+      << std::strerror(errno);
+}
+
+// fsync's errno, or 0 on success.
+int FsyncError(int fd) { return ::fsync(fd) == 0 ? 0 : errno; }
+
+json Execute(cli::QmpCommands& qmp, const std::string& command, json arguments = json::object()) {
+  bool negotiated = true;
+  return qmp.Handle({{"execute", command}, {"arguments", std::move(arguments)}}, &negotiated);
+}
+
 TEST_F(IoErrorTest, BackingFileErrorReachesTheClientAsEio) {
-  FailingDisk disk(scratch_.path());
-  ASSERT_TRUE(disk.ready());
+  FailingDisk disk(scratch_.path(), kDiskBytes);
+  ASSERT_TRUE(disk.ok()) << disk.why_not();
   const std::string mountpoint = MakeMountpoint();
   // No O_DIRECT on the nbdfuse file; aio=threads because libaio would block on it anyway.
   Export* running = Start(FuseOptions(mountpoint, true, 2),
@@ -82,7 +60,7 @@ TEST_F(IoErrorTest, BackingFileErrorReachesTheClientAsEio) {
   ASSERT_GE(fd, 0) << std::strerror(errno);
   AlignedBuffer buffer(4096);
 
-  disk.StartFailing();
+  disk.SetFailing(true);
   EXPECT_EQ(::pread(fd, buffer.data, 4096, 1 << 20), -1);
   EXPECT_EQ(errno, EIO);
   FillPattern(buffer.data, 4096, 0, 1);
@@ -90,7 +68,7 @@ TEST_F(IoErrorTest, BackingFileErrorReachesTheClientAsEio) {
   EXPECT_EQ(errno, EIO);
 
   // The export still serves once the disk works again, on every queue.
-  disk.StopFailing();
+  disk.SetFailing(false);
   for (int i = 0; i < 16; ++i) {
     FillPattern(buffer.data, 4096, i * 4096, 2);
     ASSERT_EQ(::pwrite(fd, buffer.data, 4096, i * 4096), 4096) << std::strerror(errno);
@@ -105,6 +83,94 @@ TEST_F(IoErrorTest, BackingFileErrorReachesTheClientAsEio) {
   for (const auto& queue : running->Stats()) errors += queue.errors;
   EXPECT_EQ(errors, 2u);
   exports_.clear();  // closes the backing file, so that the disk can unmount
+}
+
+// A loop device over a FailingDisk: a node without O_DIRECT on it writes into the device's page
+// cache, whose writeback fails while the disk fails.
+class FailedWritebackTest : public FuseExportTest {
+ protected:
+  void SetUp() override {
+    disk_.emplace(scratch_.path(), kDiskBytes);
+    ASSERT_TRUE(disk_->ok()) << disk_->why_not();
+    loop_.emplace(disk_->path());
+    if (loop_->path().empty()) GTEST_SKIP() << "losetup is not available (needs root and loop)";
+  }
+
+  // Destroyed after TearDown() has stopped the exports, so nothing holds the loop device.
+  std::optional<FailingDisk> disk_;
+  std::optional<LoopDevice> loop_;  // declared last: detached before the disk goes
+};
+
+// One writer, through the daemon's own QMP commands: the fsync that meets the failed writeback
+// fails, and so does every fsync after it, although the disk works again; the node's query says
+// why.
+TEST_F(FailedWritebackTest, FailedFsyncStaysFailedAndTheNodeSaysSo) {
+  const std::string mountpoint = MakeMountpoint();
+  cli::Daemon daemon({});
+  cli::QmpCommands qmp(&daemon);
+  // cache.direct is off by default: the node writes into the loop device's page cache.
+  ASSERT_EQ(Execute(qmp, "blockdev-add",
+                    {{"driver", "file"}, {"node-name", "disk0"}, {"filename", loop_->path()}}),
+            json({{"return", json::object()}}));
+  ASSERT_EQ(Execute(qmp, "block-export-add",
+                    {{"type", "fuse"},
+                     {"id", "exp0"},
+                     {"node-name", "disk0"},
+                     {"mountpoint", mountpoint},
+                     {"writable", true}}),
+            json({{"return", json::object()}}));
+  const int fd = ::open(mountpoint.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  WriteBlock(fd, 0, 1);
+  EXPECT_EQ(FsyncError(fd), 0);
+  EXPECT_FALSE(Execute(qmp, "query-named-block-nodes")["return"][0].contains("flush-error"));
+  WriteBlock(fd, 0, 2);
+
+  disk_->SetFailing(true);
+  EXPECT_EQ(FsyncError(fd), EIO);
+  disk_->SetFailing(false);
+  EXPECT_EQ(FsyncError(fd), EIO);
+  WriteBlock(fd, 4096, 3);
+  EXPECT_EQ(FsyncError(fd), EIO);
+  const json nodes = Execute(qmp, "query-named-block-nodes")["return"];
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0].value("flush-error", ""), std::string(std::strerror(EIO))) << nodes.dump();
+  ::close(fd);
+}
+
+// Two writers (two open file descriptions): once the first writer's fsync has failed, the
+// second writer's fsync fails too, for its own writes as well. So does the flush an export
+// makes when it stops.
+TEST_F(FailedWritebackTest, SecondWritersFsyncFailsAfterTheFirstOnesFailed) {
+  const std::string mountpoint = MakeMountpoint();
+  std::shared_ptr<block::BlockNode> node =
+      OpenFileNode(loop_->path(), false, false, block::AioMode::kThreads);
+  ASSERT_NE(node, nullptr);
+  ASSERT_NE(Start(FuseOptions(mountpoint, true, 2), node), nullptr);
+  const int first = ::open(mountpoint.c_str(), O_RDWR);
+  ASSERT_GE(first, 0) << std::strerror(errno);
+  const int second = ::open(mountpoint.c_str(), O_RDWR);
+  ASSERT_GE(second, 0) << std::strerror(errno);
+  WriteBlock(first, 0, 1);
+  WriteBlock(second, 65536, 1);
+  EXPECT_EQ(FsyncError(first), 0);
+  EXPECT_EQ(FsyncError(second), 0);
+  WriteBlock(first, 0, 2);
+  WriteBlock(second, 65536, 2);
+
+  disk_->SetFailing(true);
+  EXPECT_EQ(FsyncError(first), EIO);
+  disk_->SetFailing(false);
+  EXPECT_EQ(FsyncError(second), EIO);
+  WriteBlock(second, 65536 + 4096, 3);
+  EXPECT_EQ(FsyncError(second), EIO);
+  EXPECT_EQ(FsyncError(first), EIO);
+  EXPECT_EQ(node->flush_error(), EIO);
+  ::close(first);
+  ::close(second);
+  // What an export's Stop() does after its last request (it logs the failure).
+  absl::Status stop_flush = FlushNode(*node);
+  EXPECT_EQ(stop_flush.code(), absl::StatusCode::kDataLoss) << stop_flush;
 }
 
 }  // namespace

@@ -19,12 +19,6 @@ block::BlockdevOptions NullNode(bool read_only = false) {
   return options;
 }
 
-SessionOptions Writable() {
-  SessionOptions options;
-  options.writable = true;
-  return options;
-}
-
 TEST(BasicOpsTest, InitNegotiatesLargeRequestsAndAsyncIo) {
   CoreHarness harness(NullNode(), Writable());
   Reply reply = harness.Run(InitRequest());
@@ -43,15 +37,16 @@ TEST(BasicOpsTest, InitNegotiatesLargeRequestsAndAsyncIo) {
   EXPECT_EQ(out.time_gran, 1u);
   const uint64_t flags = out.flags | (uint64_t{out.flags2} << 32);
   for (uint64_t flag :
-       {uint64_t{FUSE_ASYNC_READ}, uint64_t{FUSE_ASYNC_DIO}, uint64_t{FUSE_BIG_WRITES},
-        uint64_t{FUSE_MAX_PAGES}, uint64_t{FUSE_INIT_EXT}, abi::kDirectIoAllowMmap}) {
+       {uint64_t{FUSE_ASYNC_READ}, uint64_t{FUSE_ASYNC_DIO}, uint64_t{FUSE_ATOMIC_O_TRUNC},
+        uint64_t{FUSE_BIG_WRITES}, uint64_t{FUSE_MAX_PAGES}, uint64_t{FUSE_INIT_EXT},
+        abi::kDirectIoAllowMmap}) {
     EXPECT_TRUE(flags & flag) << std::hex << flag;
   }
   // Not implemented, so not claimed.
   for (uint64_t flag :
        {uint64_t{FUSE_WRITEBACK_CACHE}, uint64_t{FUSE_POSIX_LOCKS}, uint64_t{FUSE_FLOCK_LOCKS},
-        uint64_t{FUSE_ATOMIC_O_TRUNC}, uint64_t{FUSE_SPLICE_READ}, uint64_t{FUSE_DO_READDIRPLUS},
-        uint64_t{FUSE_PARALLEL_DIROPS}, uint64_t{FUSE_POSIX_ACL}}) {
+        uint64_t{FUSE_SPLICE_READ}, uint64_t{FUSE_DO_READDIRPLUS}, uint64_t{FUSE_PARALLEL_DIROPS},
+        uint64_t{FUSE_POSIX_ACL}}) {
     EXPECT_FALSE(flags & flag) << std::hex << flag;
   }
   EXPECT_TRUE(harness.session().initialized());

@@ -185,6 +185,14 @@ void CoreHarness::Init() {
   ASSERT_TRUE(session_->initialized());
 }
 
+SessionOptions Writable(bool growable, bool resize_needs_growable) {
+  SessionOptions options;
+  options.writable = true;
+  options.growable = growable;
+  options.resize_needs_growable = resize_needs_growable;
+  return options;
+}
+
 std::vector<uint8_t> InitRequest(uint32_t major, uint32_t minor, uint32_t flags) {
   struct fuse_init_in in;
   std::memset(&in, 0, sizeof(in));
@@ -217,6 +225,38 @@ std::vector<uint8_t> WriteRequest(uint64_t node_id, uint64_t offset,
       .Append(in)
       .AppendBytes(data.data(), data.size())
       .Finish();
+}
+
+std::vector<uint8_t> OpenRequest(uint64_t node_id, uint32_t open_flags) {
+  struct fuse_open_in in;
+  std::memset(&in, 0, sizeof(in));
+  in.flags = open_flags;
+  return RequestBytes(FUSE_OPEN, node_id).Append(in).Finish();
+}
+
+std::vector<uint8_t> GetattrRequest(uint64_t node_id) {
+  struct fuse_getattr_in in;
+  std::memset(&in, 0, sizeof(in));
+  return RequestBytes(FUSE_GETATTR, node_id).Append(in).Finish();
+}
+
+std::vector<uint8_t> SetattrSizeRequest(uint64_t node_id, uint64_t size) {
+  struct fuse_setattr_in in;
+  std::memset(&in, 0, sizeof(in));
+  in.valid = FATTR_SIZE;
+  in.size = size;
+  return RequestBytes(FUSE_SETATTR, node_id).Append(in).Finish();
+}
+
+std::vector<uint8_t> FallocateRequest(uint64_t node_id, uint64_t offset, uint64_t length,
+                                      uint32_t mode) {
+  struct fuse_fallocate_in in;
+  std::memset(&in, 0, sizeof(in));
+  in.fh = 1;
+  in.offset = offset;
+  in.length = length;
+  in.mode = mode;
+  return RequestBytes(FUSE_FALLOCATE, node_id).Append(in).Finish();
 }
 
 }  // namespace bexd::fuse::testing

@@ -97,11 +97,19 @@ class CoreHarness {
   void PollUntilDone(const std::vector<Outcome>& outcomes);
 };
 
+// A writable session; `resize_needs_growable` as the vhost-user-fs export sets it.
+SessionOptions Writable(bool growable = false, bool resize_needs_growable = false);
+
 // Requests for the common opcodes.
 std::vector<uint8_t> InitRequest(uint32_t major = 7, uint32_t minor = 38,
                                  uint32_t flags = 0xffffffffu);
 std::vector<uint8_t> ReadRequest(uint64_t node_id, uint64_t offset, uint32_t size);
 std::vector<uint8_t> WriteRequest(uint64_t node_id, uint64_t offset,
                                   const std::vector<uint8_t>& data, uint32_t open_flags = 0);
+std::vector<uint8_t> OpenRequest(uint64_t node_id, uint32_t open_flags);
+std::vector<uint8_t> GetattrRequest(uint64_t node_id);
+std::vector<uint8_t> SetattrSizeRequest(uint64_t node_id, uint64_t size);
+std::vector<uint8_t> FallocateRequest(uint64_t node_id, uint64_t offset, uint64_t length,
+                                      uint32_t mode);
 
 }  // namespace bexd::fuse::testing

@@ -8,7 +8,6 @@
 #include <random>
 
 #include "tests/fuse/core_harness.h"
-#include "util/log.h"
 
 namespace bexd::fuse::testing {
 namespace {
@@ -134,8 +133,6 @@ void Fuzz(bool directory_root, uint32_t seed) {
   options.file_name = "disk.img";
   CoreHarness harness(node, options);
   harness.Init();
-  // Mutated INITs would log a warning each.
-  log::SetLevel(log::Level::kError);
   const std::vector<std::vector<uint8_t>> corpus = ValidRequests();
   Mutator mutator(seed);
   int replies = 0, rejections = 0, reinits = 0;
@@ -167,7 +164,6 @@ void Fuzz(bool directory_root, uint32_t seed) {
   EXPECT_GT(rejections, 0);
   ::testing::Test::RecordProperty("replies", replies);
   ::testing::Test::RecordProperty("rejections", rejections);
-  log::SetLevel(log::Level::kInfo);
   QueueStatsSnapshot stats = QueueStatsSnapshot::Of(harness.queue().stats());
   EXPECT_EQ(stats.requests, static_cast<uint64_t>(kIterations) + 1 + reinits);
   EXPECT_EQ(stats.in_flight, 0u);

@@ -1,17 +1,21 @@
 #!/bin/bash
-# Fetches the Debian kernel that linux-image-amd64 currently points at into a cache, without
-# installing it on the host, and prepares it for a direct QEMU boot.
+# Fetches the Debian kernel that a kernel meta package (default linux-image-amd64) currently points
+# at into a cache, without installing it on the host, and prepares it for a direct QEMU boot.
 #
-# Usage: fetch-kernel.sh CACHE_DIR
+# Usage: fetch-kernel.sh [--meta PACKAGE] CACHE_DIR
+#   --meta   the meta package whose dependency names the kernel: linux-image-amd64 (Debian 12's
+#            6.1) or linux-image-6.12-amd64 (6.12 from the bookworm security archive), ...
 # Prints the directory that holds the prepared kernel:
 #   DIR/vmlinux   the uncompressed ELF kernel (PVH entry: QEMU skips the bzImage decompressor,
 #                 which costs seconds under TCG)
 #   DIR/vmlinuz   the original bzImage (fallback when the ELF has no PVH note)
 #   DIR/modules   the package's lib/modules/<release> tree
 #   DIR/release   the kernel release string
+#   DIR/meta      the meta package it was resolved from
 # A second call with the same package version reuses the cache and downloads nothing; fetching a
-# new version removes the older ones. When apt cannot resolve the package (no package lists), the
-# newest cached kernel is used.
+# new version removes the older ones of the same meta package (kernels of other meta packages
+# stay). When apt cannot resolve the package (no package lists), the newest cached kernel of the
+# meta package is used.
 set -euo pipefail
 
 die() {
@@ -19,15 +23,28 @@ die() {
   exit 1
 }
 
-[[ $# -eq 1 ]] || die "usage: fetch-kernel.sh CACHE_DIR"
+meta=linux-image-amd64
+if [[ ${1:-} == --meta ]]; then
+  [[ $# -ge 2 ]] || die "--meta needs a package name"
+  meta=$2
+  shift 2
+fi
+[[ $# -eq 1 ]] || die "usage: fetch-kernel.sh [--meta PACKAGE] CACHE_DIR"
 cache=$1
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$cache" || die "cannot create the cache directory $cache"
 
+# The meta package a cached kernel came from; kernels cached before DIR/meta existed were all
+# linux-image-amd64's.
+meta_of() {
+  if [[ -f $1/meta ]]; then cat "$1/meta"; else echo linux-image-amd64; fi
+}
+
 newest_cached() {
   local d newest=
   for d in "$cache"/linux-image-*; do
-    [[ -f $d/complete && ( -z $newest || $d -nt $newest ) ]] && newest=$d
+    [[ -f $d/complete && $(meta_of "$d") == "$meta" ]] || continue
+    [[ -z $newest || $d -nt $newest ]] && newest=$d
   done
   [[ -n $newest ]] && echo "$newest"
 }
@@ -37,7 +54,7 @@ newest_cached() {
 # where apt keeps no binary cache, hence one call when the version is pinned.
 resolve_package() {
   local dependency package version
-  dependency=$(apt-cache show --no-all-versions linux-image-amd64 2>/dev/null |
+  dependency=$(apt-cache show --no-all-versions "$meta" 2>/dev/null |
     sed -n 's/^Depends: //p' | tr ',' '\n' | grep -m1 '^ *linux-image-[0-9]') || return 1
   read -r package version <<<"$(sed -n 's/^ *\([^ ]*\)\( *(= *\([^)]*\))\)\?.*/\1 \3/p' \
     <<<"$dependency")"
@@ -51,12 +68,12 @@ resolve_package() {
 
 if ! read -r package version < <(resolve_package); then
   if dir=$(newest_cached); then
-    echo "fetch-kernel: apt cannot resolve linux-image-amd64; using the cached $dir" >&2
+    echo "fetch-kernel: apt cannot resolve $meta; using the cached $dir" >&2
     echo "$dir"
     exit 0
   fi
-  die "apt cannot resolve linux-image-amd64's kernel package (run apt-get update?) and" \
-    "nothing is cached in $cache"
+  die "apt cannot resolve $meta's kernel package (run apt-get update?) and" \
+    "nothing of it is cached in $cache"
 fi
 
 dir=$cache/$package-$version
@@ -93,6 +110,7 @@ mkdir "$staging/out"
 mv "$vmlinuz" "$staging/out/vmlinuz"
 mv "$staging/root/lib/modules/$release" "$staging/out/modules"
 echo "$release" >"$staging/out/release"
+echo "$meta" >"$staging/out/meta"
 if ! "$here/extract-vmlinux.sh" "$staging/out/vmlinuz" "$staging/out/vmlinux"; then
   echo "fetch-kernel: no uncompressed kernel; guests boot the bzImage (slower)" >&2
 fi
@@ -102,6 +120,6 @@ mv "$staging/out" "$dir"
 echo "fetch-kernel: cached $package $version in $dir" >&2
 # Each kernel takes about 400 MiB; the ones security updates superseded are not needed again.
 for old in "$cache"/linux-image-*; do
-  [[ $old == "$dir" || ! -d $old ]] || rm -rf "$old"
+  [[ $old == "$dir" || ! -d $old || $(meta_of "$old") != "$meta" ]] || rm -rf "$old"
 done
 echo "$dir"

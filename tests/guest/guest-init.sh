@@ -11,30 +11,18 @@
 #   [direct_mib, ... + pattern_mib)     the guest copies the pattern here with O_DIRECT
 #   [parallel_mib, ... + pattern_mib)   ditto, by one O_DIRECT writer per MiB at the same time
 #   [fs_mib, fs_mib + fs_size_mib)      an ext4 filesystem made by the host (optional)
+#   [percpu_mib + c * pattern_mib, ...) CPU c copies the pattern here with O_DIRECT, pinned to
+#                                       itself, all CPUs at once (optional; with 2 or more CPUs,
+#                                       a multi-queue virtio-fs driver sends each CPU's requests
+#                                       on its own request queue)
 
 PATH=/bin
 export PATH
 /bin/busybox --install -s /bin
-
-power_off() {
-  sync
-  poweroff -f
-  # poweroff -f does not return; if it does, PID 1 must not exit (that panics the guest).
-  while :; do sleep 60; done
-}
-
-fail() {
-  echo "BEXD-GUEST-RESULT: FAIL $*"
-  power_off
-}
+. /lib/guest-lib.sh
 
 step() {
   echo "BEXD-GUEST: $*"
-}
-
-# The value of bexd.NAME on the kernel command line; empty when absent.
-param() {
-  tr ' ' '\n' </proc/cmdline | sed -n "s/^bexd\.$1=//p"
 }
 
 # sha256 of COUNT MiB of FILE starting SKIP MiB in, read with the extra dd flags given.
@@ -48,26 +36,20 @@ drop_caches() {
   echo 3 >/proc/sys/vm/drop_caches
 }
 
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-exec </dev/console >/dev/console 2>&1
-
-while read -r module; do
-  insmod "/lib/modules/$module.ko" || fail "insmod $module"
-done </lib/modules/order
-
-require() {
-  [ -n "$2" ] || fail "the kernel command line lacks bexd.$1"
+# Waits for the background jobs PIDS...; fails naming WHAT when one of them failed.
+wait_all() {
+  what=$1
+  shift
+  for pid in "$@"; do
+    wait "$pid" || fail "$what failed"
+  done
 }
-tag=$(param tag) && require tag "$tag"
-file=$(param file) && require file "$file"
-size=$(param size) && require size "$size"
-pattern_mib=$(param pattern_mib) && require pattern_mib "$pattern_mib"
-pattern_sha256=$(param pattern_sha256) && require pattern_sha256 "$pattern_sha256"
-copy_mib=$(param copy_mib) && require copy_mib "$copy_mib"
-direct_mib=$(param direct_mib) && require direct_mib "$direct_mib"
-parallel_mib=$(param parallel_mib) && require parallel_mib "$parallel_mib"
+
+start_guest
+
+for name in tag file size pattern_mib pattern_sha256 copy_mib direct_mib parallel_mib; do
+  require "$name"
+done
 
 mount -t virtiofs "$tag" /mnt || fail "mount -t virtiofs $tag"
 step "mounted $tag after $(cut -d' ' -f1 /proc/uptime) s"
@@ -100,9 +82,8 @@ while [ "$mib" -lt "$pattern_mib" ]; do
   writers="$writers $!"
   mib=$((mib + 1))
 done
-for writer in $writers; do
-  wait "$writer" || fail "a concurrent O_DIRECT writer to $parallel_mib MiB failed"
-done
+# shellcheck disable=SC2086 # one argument per pid
+wait_all "a concurrent O_DIRECT writer to $parallel_mib MiB" $writers
 drop_caches
 for offset in "$copy_mib" "$direct_mib" "$parallel_mib"; do
   sha=$(region_sha256 "$image" "$offset" "$pattern_mib" iflag=direct)
@@ -119,6 +100,32 @@ past_bytes=$(dd if="$image" bs=4096 skip=$((size / 4096)) count=1 2>/dev/null | 
 [ "$past_bytes" = 0 ] || fail "a read past the end returned $past_bytes bytes"
 step "end of file ok"
 
+# One O_DIRECT copier pinned to each CPU, all at once: Linux 6.10 and newer map CPUs to request
+# queues (virtio_fs_map_queues), so every queue gets READs and WRITEs; older kernels use the first.
+percpu_mib=$(param percpu_mib)
+cpus=$(nproc)
+if [ -n "$percpu_mib" ] && [ "$cpus" -ge 2 ]; then
+  copiers=
+  cpu=0
+  while [ "$cpu" -lt "$cpus" ]; do
+    taskset -c "$cpu" dd if="$image" of="$image" bs=4k count=$((pattern_mib * 256)) \
+      seek=$(((percpu_mib + cpu * pattern_mib) * 256)) iflag=direct oflag=direct conv=notrunc \
+      2>/dev/null &
+    copiers="$copiers $!"
+    cpu=$((cpu + 1))
+  done
+  # shellcheck disable=SC2086 # one argument per pid
+  wait_all "a pinned O_DIRECT copier to $percpu_mib MiB" $copiers
+  cpu=0
+  while [ "$cpu" -lt "$cpus" ]; do
+    offset=$((percpu_mib + cpu * pattern_mib))
+    sha=$(region_sha256 "$image" "$offset" "$pattern_mib" iflag=direct)
+    [ "$sha" = "$pattern_sha256" ] || fail "CPU $cpu's copy at $offset MiB reads back as $sha"
+    cpu=$((cpu + 1))
+  done
+  step "per-CPU copies ok: $cpus CPUs"
+fi
+
 fs_mib=$(param fs_mib)
 if [ -n "$fs_mib" ]; then
   mkdir -p /fs
@@ -133,5 +140,4 @@ fi
 
 drop_caches
 umount /mnt || fail "umount /mnt"
-echo "BEXD-GUEST-RESULT: PASS"
-power_off
+pass

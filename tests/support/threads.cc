@@ -2,8 +2,10 @@
 
 #include <dirent.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <sstream>
 #include <string>
 
 namespace bexd::testing {
@@ -35,6 +37,21 @@ std::vector<pid_t> ThreadIdsNamed(std::string_view prefix) {
   }
   ::closedir(tasks);
   return ids;
+}
+
+double ThreadCpuSeconds(pid_t tid) {
+  std::ifstream stat_file("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  if (!std::getline(stat_file, line)) return -1;
+  // The name (field 2) may hold spaces; fields 14 and 15 (utime, stime) count from after it.
+  size_t name_end = line.rfind(')');
+  if (name_end == std::string::npos) return -1;
+  std::istringstream fields(line.substr(name_end + 1));
+  std::string skipped;
+  for (int field = 3; field < 14; ++field) fields >> skipped;
+  unsigned long long user = 0, system = 0;
+  if (!(fields >> user >> system)) return -1;
+  return static_cast<double>(user + system) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 std::vector<int> ThreadCpus(pid_t tid) { return CpusOf(tid); }

@@ -11,6 +11,10 @@ namespace bexd::testing {
 // The thread ids whose name (comm) starts with `prefix`.
 std::vector<pid_t> ThreadIdsNamed(std::string_view prefix);
 
+// The CPU time (user + system, in seconds) thread `tid` of this process has used; -1 if it cannot
+// be read.
+double ThreadCpuSeconds(pid_t tid);
+
 // The CPUs thread `tid` of this process may run on; empty if it cannot be asked.
 std::vector<int> ThreadCpus(pid_t tid);
 

@@ -1,6 +1,7 @@
 #include "tests/vhost/frontend.h"
 
 #include <absl/strings/str_format.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -102,10 +103,21 @@ absl::Status Frontend::SetUp() {
   memory_bytes_ = 2 * half;
   scratch_gpa_ = half - kScratchBytes / 2;
 
-  memfd_.Reset(memfd_create("vhost-test-guest", MFD_CLOEXEC));
-  if (!memfd_) return Errno("memfd_create");
-  if (ftruncate(memfd_.get(), static_cast<off_t>(memory_bytes_)) != 0) return Errno("ftruncate");
-  void* map = mmap(nullptr, memory_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_.get(), 0);
+  if (options_.memory_path.empty()) {
+    memory_fd_.Reset(memfd_create("vhost-test-guest", MFD_CLOEXEC));
+    if (!memory_fd_) return Errno("memfd_create");
+  } else {
+    memory_fd_.Reset(open(options_.memory_path.c_str(), O_RDWR | O_CLOEXEC));
+    if (!memory_fd_) return Errno("open " + options_.memory_path);
+  }
+  // The end of a block device is its capacity; a file (or the memfd) is grown.
+  off_t end = lseek(memory_fd_.get(), 0, SEEK_END);
+  if (end < 0) return Errno("lseek");
+  if (static_cast<uint64_t>(end) < memory_bytes_ &&
+      ftruncate(memory_fd_.get(), static_cast<off_t>(memory_bytes_)) != 0) {
+    return Errno(absl::StrFormat("guest memory needs %d bytes: ftruncate", memory_bytes_));
+  }
+  void* map = mmap(nullptr, memory_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, memory_fd_.get(), 0);
   if (map == MAP_FAILED) return Errno("mmap");
   memory_ = static_cast<unsigned char*>(map);
 
@@ -160,11 +172,11 @@ absl::Status Frontend::SendMemTable() {
     table.nregions = 2;
     table.regions[0] = {0, half, reinterpret_cast<uint64_t>(memory_), 0};
     table.regions[1] = {half, half, reinterpret_cast<uint64_t>(memory_) + half, half};
-    fds = {memfd_.get(), memfd_.get()};
+    fds = {memory_fd_.get(), memory_fd_.get()};
   } else {
     table.nregions = 1;
     table.regions[0] = {0, memory_bytes_, reinterpret_cast<uint64_t>(memory_), 0};
-    fds = {memfd_.get()};
+    fds = {memory_fd_.get()};
   }
   return Apply(proto::kSetMemTable, &table, sizeof(table), fds);
 }

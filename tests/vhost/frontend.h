@@ -1,6 +1,7 @@
 // A vhost-user frontend for tests and benchmarks: plays QEMU's part against a vhost-user-fs
-// backend over the real unix socket protocol. Guest memory is a memfd (optionally presented as
-// two guest-contiguous regions, to exercise buffers that cross a region boundary), each virtqueue
+// backend over the real unix socket protocol. Guest memory is a memfd or a given file or block
+// device (optionally presented as two guest-contiguous regions, to exercise buffers that cross a
+// region boundary), each virtqueue
 // a split ring in it with kick and call eventfds. Requests go out as descriptor chains built the
 // way Linux's virtio-fs driver builds them (direct or through an indirect table); raw access to
 // the rings lets tests hand the backend malformed chains.
@@ -36,6 +37,9 @@ struct FrontendOptions {
   bool event_idx = true;
   bool indirect = false;     // chains through an indirect table instead of the ring's table
   bool two_regions = false;  // present guest memory as two regions, split mid-way
+  // Guest memory in this file or block device (from offset 0) instead of a memfd; a file is grown
+  // to the size needed, a block device must be large enough.
+  std::string memory_path;
   std::chrono::milliseconds timeout{10000};  // bound on every wait
 };
 
@@ -97,6 +101,10 @@ class Frontend {
   uint64_t ScratchGpa() const { return scratch_gpa_; }
   unsigned char* GuestPtr(uint64_t gpa) const;
   uint64_t memory_bytes() const { return memory_bytes_; }
+  // The fd guest memory is mapped from, and the frontend address of guest address 0 (what a
+  // memory table of one's own needs).
+  int memory_fd() const { return memory_fd_.get(); }
+  uint64_t frontend_addr() const { return reinterpret_cast<uint64_t>(memory_); }
   uint16_t used_idx(uint32_t ring) const;
   // Waits for the used index to reach `idx`; false on timeout.
   bool WaitUsedIdx(uint32_t ring, uint16_t idx);
@@ -144,7 +152,7 @@ class Frontend {
 
   FrontendOptions options_;
   exp::UniqueFd socket_;
-  exp::UniqueFd memfd_;
+  exp::UniqueFd memory_fd_;
   unsigned char* memory_ = nullptr;
   uint64_t memory_bytes_ = 0;
   uint64_t scratch_gpa_ = 0;

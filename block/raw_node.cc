@@ -1,0 +1,88 @@
+#include "block/raw_node.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "block/raw_queue.h"
+
+namespace bexd::block {
+
+absl::StatusOr<std::shared_ptr<RawNode>> RawNode::Open(std::string node_name,
+                                                       const RawOptions& options, bool read_only,
+                                                       std::shared_ptr<BlockNode> file) {
+  if (file == nullptr) {
+    return absl::InvalidArgumentError(
+        fmt::format("node '{}': the raw driver needs a file child", node_name));
+  }
+  std::shared_ptr<RawNode> node(
+      new RawNode(std::move(node_name), options, read_only, std::move(file)));
+  absl::Status status = node->CheckAgainstChild();
+  if (!status.ok()) return status;
+  return node;
+}
+
+absl::Status RawNode::CheckAgainstChild() const {
+  const uint64_t child_size = file_->size();
+  const std::string& child = file_->node_name();
+  if (options_.offset > child_size) {
+    return absl::InvalidArgumentError(
+        fmt::format("node '{}': offset {} is past the end of its file child '{}' ({} bytes)",
+                    node_name(), options_.offset, child, child_size));
+  }
+  if (options_.size && *options_.size > child_size - options_.offset) {
+    return absl::InvalidArgumentError(fmt::format(
+        "node '{}': offset {} plus size {} is past the end of its file child '{}' ({} bytes)",
+        node_name(), options_.offset, *options_.size, child, child_size));
+  }
+  // Requests aligned for this node must stay aligned once shifted, and its end must fall on a
+  // block the child can transfer whole.
+  const uint32_t alignment = file_->request_alignment();
+  auto misaligned = [&](const char* what, uint64_t value) {
+    return absl::InvalidArgumentError(
+        fmt::format("node '{}': {} {} is not a multiple of {}, the direct I/O alignment of its "
+                    "file child '{}'",
+                    node_name(), what, value, alignment, child));
+  };
+  if (options_.offset % alignment != 0) return misaligned("offset", options_.offset);
+  if (options_.size && *options_.size % alignment != 0) return misaligned("size", *options_.size);
+  return absl::OkStatus();
+}
+
+uint64_t RawNode::size() const {
+  const uint64_t child_size = file_->size();
+  if (child_size <= options_.offset) return 0;
+  const uint64_t rest = child_size - options_.offset;
+  return options_.size ? std::min(*options_.size, rest) : rest;
+}
+
+absl::Status RawNode::Truncate(uint64_t new_size) {
+  if (read_only()) {
+    return absl::FailedPreconditionError(
+        fmt::format("node '{}': cannot resize: the node is read-only", node_name()));
+  }
+  if (options_.size) {
+    return absl::FailedPreconditionError(
+        fmt::format("node '{}': cannot resize: its size is fixed (size={} was given)", node_name(),
+                    *options_.size));
+  }
+  if (new_size > UINT64_MAX - options_.offset) {
+    return absl::InvalidArgumentError(fmt::format("node '{}': size {} is too large for offset {}",
+                                                  node_name(), new_size, options_.offset));
+  }
+  return file_->Truncate(options_.offset + new_size);
+}
+
+absl::StatusOr<std::unique_ptr<IoQueue>> RawNode::CreateQueue() {
+  absl::StatusOr<std::unique_ptr<IoQueue>> child = file_->CreateQueue();
+  if (!child.ok()) return child.status();
+  return std::unique_ptr<IoQueue>(new RawQueue(shared_from_this(), *std::move(child)));
+}
+
+std::string RawNode::description() const {
+  return fmt::format("raw (offset {}, size {}) of node '{}'", options_.offset,
+                     options_.size ? fmt::format("{}", *options_.size) : "to its end",
+                     file_->node_name());
+}
+
+}  // namespace bexd::block
