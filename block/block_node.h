@@ -34,6 +34,30 @@ class IoQueue {
   virtual uint32_t in_flight() const = 0;
 };
 
+// What a node can do, so that its users answer from it instead of trying (as nbdkit's can_trim,
+// can_zero, can_extents, can_flush, can_fua). Each field defaults to what the interface promised
+// before nodes said (every op accepted and carried out), so a driver that does not say behaves as
+// it always did. A node with children derives its own from theirs (raw_node.cc).
+struct Capabilities {
+  // kDiscard, and kWriteZeroes with kIoMayUnmap, free storage. False (discard=ignore): discards
+  // complete without effect and kIoMayUnmap is ignored, so zeroed ranges stay allocated.
+  bool discard = true;
+  // kWriteZeroes is carried out, natively or by writing zeroes. False: users answer EOPNOTSUPP.
+  bool write_zeroes = true;
+  // kBlockStatus tells holes from data. False: every extent would report data, so asking tells
+  // nothing.
+  bool block_status = true;
+  // kFlush has something to make durable. False: nothing written is volatile, or the node gave
+  // durability up (cache.no-flush), so a flush may be answered without the node.
+  bool flush = true;
+  // kIoFua makes the write itself durable. False: a write that must be durable needs a kFlush
+  // after it.
+  bool fua = true;
+  // Truncate() can change the size. False: it always fails, so users refuse size changes up
+  // front.
+  bool resize = true;
+};
+
 class BlockNode {
  public:
   virtual ~BlockNode() = default;
@@ -44,7 +68,12 @@ class BlockNode {
   virtual bool read_only() const = 0;
   // Offsets, lengths and buffer addresses that need no bounce buffer are multiples of this.
   virtual uint32_t request_alignment() const { return 1; }
-  // Resizes the node (truncate or grow). Control path: may block; safe from any thread.
+  // What the node can do; fixed once the node is open. Any thread.
+  virtual Capabilities capabilities() const { return {}; }
+  // Resizes the node (truncate or grow). Control path: may block; safe from any thread. Failures
+  // carry the code of the errno a file would answer (absl::ErrnoToStatus for the kernel's own;
+  // fuse/status_errno.h maps them back): a node that cannot resize (capabilities().resize false)
+  // kPermissionDenied (EPERM), a size too large kOutOfRange (EFBIG).
   virtual absl::Status Truncate(uint64_t new_size) = 0;
   // Creates an I/O context for the calling thread.
   virtual absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() = 0;

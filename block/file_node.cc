@@ -167,6 +167,17 @@ uint32_t FileNode::request_alignment() const {
   return offset_align_ > memory_align_ ? offset_align_ : memory_align_;
 }
 
+Capabilities FileNode::capabilities() const {
+  Capabilities capabilities;
+  capabilities.discard = options_.discard == DiscardMode::kUnmap;
+  // A block device reports data everywhere (file_worker.cc BlockStatus).
+  capabilities.block_status = !is_block_device_;
+  capabilities.flush = !read_only_ && !options_.cache_no_flush;
+  // ftruncate works on files only.
+  capabilities.resize = !read_only_ && !is_block_device_;
+  return capabilities;
+}
+
 bool FileNode::IsAligned(uint64_t offset, uint64_t length, const struct iovec* iov,
                          int iovcnt) const {
   if (!direct()) return true;
@@ -182,15 +193,15 @@ bool FileNode::IsAligned(uint64_t offset, uint64_t length, const struct iovec* i
 
 absl::Status FileNode::Truncate(uint64_t new_size) {
   if (read_only_) {
-    return absl::FailedPreconditionError(fmt::format(
+    return absl::PermissionDeniedError(fmt::format(
         "node '{}': cannot resize '{}': the node is read-only", node_name(), options_.filename));
   }
   if (is_block_device_) {
-    return absl::InvalidArgumentError(fmt::format(
+    return absl::PermissionDeniedError(fmt::format(
         "node '{}': cannot resize '{}': it is a block device", node_name(), options_.filename));
   }
   if (new_size > static_cast<uint64_t>(INT64_MAX)) {
-    return absl::InvalidArgumentError(
+    return absl::OutOfRangeError(
         fmt::format("node '{}': size {} is too large", node_name(), new_size));
   }
   // Keeps partial-block writes near the end from re-extending or cutting the file meanwhile.

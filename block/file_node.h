@@ -27,6 +27,7 @@ class FileNode final : public BlockNode, public std::enable_shared_from_this<Fil
   uint64_t size() const override { return size_.load(std::memory_order_acquire); }
   bool read_only() const override { return read_only_; }
   uint32_t request_alignment() const override;
+  Capabilities capabilities() const override;
   absl::Status Truncate(uint64_t new_size) override;
   absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override;
   std::string description() const override;

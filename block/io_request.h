@@ -19,6 +19,9 @@ enum class IoOp : uint8_t {
   kAllocate,     // reserves storage for [offset, offset+length); the contents stay as they are
 };
 
+// Whether the op reads or writes through the request's iovec; the others leave it unset.
+inline bool HasData(IoOp op) { return op == IoOp::kRead || op == IoOp::kWrite; }
+
 enum IoFlags : uint32_t {
   kIoFua = 1u << 0,       // kWrite: data is durable when the request completes
   kIoMayUnmap = 1u << 1,  // kWriteZeroes: the driver may deallocate the range

@@ -64,8 +64,16 @@ class NullNode final : public BlockNode, public std::enable_shared_from_this<Nul
   std::string driver_name() const override { return "null-co"; }
   uint64_t size() const override { return options_.size; }
   bool read_only() const override { return read_only_; }
+  // It stores nothing: nothing to free, nothing volatile to flush, no size of its own to change.
+  Capabilities capabilities() const override {
+    Capabilities capabilities;
+    capabilities.discard = false;
+    capabilities.flush = false;
+    capabilities.resize = false;
+    return capabilities;
+  }
   absl::Status Truncate(uint64_t new_size) override {
-    return absl::FailedPreconditionError(
+    return absl::PermissionDeniedError(
         fmt::format("node '{}': the null driver cannot be resized", node_name()));
   }
   std::string description() const override {

@@ -56,19 +56,26 @@ uint64_t RawNode::size() const {
   return options_.size ? std::min(*options_.size, rest) : rest;
 }
 
+Capabilities RawNode::capabilities() const {
+  Capabilities capabilities = file_->capabilities();
+  capabilities.discard = capabilities.discard && options_.discard == DiscardMode::kUnmap;
+  capabilities.resize = capabilities.resize && !options_.size && !read_only();
+  return capabilities;
+}
+
 absl::Status RawNode::Truncate(uint64_t new_size) {
   if (read_only()) {
-    return absl::FailedPreconditionError(
+    return absl::PermissionDeniedError(
         fmt::format("node '{}': cannot resize: the node is read-only", node_name()));
   }
   if (options_.size) {
-    return absl::FailedPreconditionError(
+    return absl::PermissionDeniedError(
         fmt::format("node '{}': cannot resize: its size is fixed (size={} was given)", node_name(),
                     *options_.size));
   }
   if (new_size > UINT64_MAX - options_.offset) {
-    return absl::InvalidArgumentError(fmt::format("node '{}': size {} is too large for offset {}",
-                                                  node_name(), new_size, options_.offset));
+    return absl::OutOfRangeError(fmt::format("node '{}': size {} is too large for offset {}",
+                                             node_name(), new_size, options_.offset));
   }
   return file_->Truncate(options_.offset + new_size);
 }

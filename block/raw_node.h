@@ -29,6 +29,9 @@ class RawNode final : public BlockNode, public std::enable_shared_from_this<RawN
   // The graph refuses a writable node over a read-only child; this holds without the graph too.
   bool read_only() const override { return read_only_ || file_->read_only(); }
   uint32_t request_alignment() const override { return file_->request_alignment(); }
+  // The child's, less what this node's options take away: discard=ignore drops discards, and a
+  // fixed size (or read-only) cannot change.
+  Capabilities capabilities() const override;
   // Resizes the child to offset + new_size; refused when the options fixed the size.
   absl::Status Truncate(uint64_t new_size) override;
   absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override;

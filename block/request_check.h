@@ -12,7 +12,4 @@ namespace bexd::block {
 // the end; -EROFS for a modifying op on a read-only node.
 int CheckRequest(const IoRequest& request, uint64_t size, bool read_only);
 
-// Whether the op reads or writes through the request's iovec.
-inline bool HasData(IoOp op) { return op == IoOp::kRead || op == IoOp::kWrite; }
-
 }  // namespace bexd::block

@@ -4,21 +4,6 @@
 #include <cstdint>
 
 namespace bexd::fuse {
-namespace {
-
-// Finds the iovec holding byte `offset`; returns its index (count if none) and sets *skip to the
-// offset within it.
-int Locate(const struct iovec* iov, int count, size_t offset, size_t* skip) {
-  int i = 0;
-  while (i < count && offset >= iov[i].iov_len) {
-    offset -= iov[i].iov_len;
-    ++i;
-  }
-  *skip = offset;
-  return i;
-}
-
-}  // namespace
 
 bool TotalBytes(const struct iovec* iov, int count, size_t* total) {
   *total = 0;
@@ -32,21 +17,84 @@ bool TotalBytes(const struct iovec* iov, int count, size_t* total) {
   return true;
 }
 
-int WindowOf(const struct iovec* iov, int count, size_t offset, size_t length, struct iovec* window,
-             int capacity) {
-  size_t skip;
-  int used = 0;
-  for (int i = Locate(iov, count, offset, &skip); length > 0; ++i, skip = 0) {
-    if (i >= count) return -1;
-    const size_t chunk = std::min(length, iov[i].iov_len - skip);
-    if (chunk == 0) continue;  // an empty iovec
-    if (used == capacity) return -1;
-    window[used].iov_base = static_cast<unsigned char*>(iov[i].iov_base) + skip;
-    window[used].iov_len = chunk;
-    ++used;
-    length -= chunk;
+template <typename Fn>
+void BufferCursor::Walk(size_t n, Fn&& fn) {
+  n = std::min(n, remaining_);
+  remaining_ -= n;
+  while (n > 0) {
+    const size_t piece = std::min(n, iov_->iov_len - within_);
+    if (piece > 0) fn(static_cast<unsigned char*>(iov_->iov_base) + within_, piece);
+    n -= piece;
+    within_ += piece;
+    if (within_ == iov_->iov_len) {
+      ++iov_;
+      within_ = 0;
+    }
   }
+}
+
+bool BufferCursor::Skip(size_t n) {
+  if (n > remaining_) return false;
+  Walk(n, [](unsigned char*, size_t) {});
+  return true;
+}
+
+BufferCursor BufferCursor::Split(size_t n) {
+  BufferCursor front = *this;
+  front.Limit(n);
+  Skip(std::min(n, remaining_));
+  return front;
+}
+
+int BufferCursor::SplitIovecs(size_t n, struct iovec* window, int capacity) {
+  if (n > remaining_) return -1;
+  int used = 0;
+  BufferCursor rest = *this;
+  bool fits = true;
+  rest.Walk(n, [&](unsigned char* piece, size_t length) {
+    if (used == capacity) {
+      fits = false;
+      return;
+    }
+    window[used++] = {piece, length};
+  });
+  if (!fits) return -1;
+  *this = rest;
   return used;
+}
+
+void BufferCursor::CopyOut(void* destination, size_t n) {
+  auto* to = static_cast<unsigned char*>(destination);
+  Walk(n, [&to](unsigned char* piece, size_t length) {
+    std::memcpy(to, piece, length);
+    to += length;
+  });
+}
+
+void BufferCursor::CopyIn(const void* source, size_t n) {
+  const auto* from = static_cast<const unsigned char*>(source);
+  Walk(n, [&from](unsigned char* piece, size_t length) {
+    std::memcpy(piece, from, length);
+    from += length;
+  });
+}
+
+void Reader::ReadBytes(void* destination, size_t n) {
+  cursor_.CopyOut(destination, std::min(n, cursor_.remaining()));
+}
+
+bool Writer::SplitAt(size_t n, Writer* rest) {
+  if (n > cursor_.remaining()) return false;
+  BufferCursor front = cursor_.Split(n);
+  *rest = Writer(cursor_);
+  cursor_ = front;
+  return true;
+}
+
+bool Writer::Write(const void* source, size_t n) {
+  if (n > cursor_.remaining()) return false;
+  cursor_.CopyIn(source, n);
+  return true;
 }
 
 }  // namespace bexd::fuse

@@ -47,6 +47,10 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Create(std::shared_ptr<block::
   if (options.growable && !options.writable) {
     return absl::InvalidArgumentError(absl::StrCat(who, "growable export must be writable"));
   }
+  if (options.growable && !node->capabilities().resize) {
+    return absl::InvalidArgumentError(absl::StrCat(who, "growable export of a node that cannot be ",
+                                                   "resized (", node->description(), ")"));
+  }
   if (options.max_write < kPageSize || options.max_write > kMaxWriteLimit ||
       options.max_write % kPageSize != 0) {
     return absl::InvalidArgumentError(absl::StrCat(who, "max_write ", options.max_write,
@@ -70,6 +74,7 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Create(std::shared_ptr<block::
 
 Session::Session(std::shared_ptr<block::BlockNode> node, SessionOptions options)
     : node_(std::move(node)),
+      capabilities_(node_->capabilities()),
       options_(std::move(options)),
       file_node_id_(options_.directory_root ? kFileInDirectoryNodeId : kRootNodeId) {
   const struct timespec time = options_.timestamp.value_or(Now());

@@ -63,14 +63,16 @@ struct NodeAttributes {
 
 class Session {
  public:
-  // Fails if the options contradict the node (writable on a read-only node) or themselves.
+  // Fails if the options contradict the node (writable on a read-only node, growable on one that
+  // cannot be resized) or themselves.
   static absl::StatusOr<std::shared_ptr<Session>> Create(std::shared_ptr<block::BlockNode> node,
                                                          SessionOptions options);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   block::BlockNode& node() const { return *node_; }
-  const std::shared_ptr<block::BlockNode>& shared_node() const { return node_; }
+  // The node's, read once at creation (they are fixed while it is open).
+  const block::Capabilities& capabilities() const { return capabilities_; }
   const SessionOptions& options() const { return options_; }
   uint64_t file_node_id() const { return file_node_id_; }
   NodeKind KindOf(uint64_t node_id) const;
@@ -92,10 +94,12 @@ class Session {
   void HandleOpened();
   void HandleReleased();
 
-  // Whether a client may change the size explicitly (SETATTR size, FALLOCATE past the end).
-  bool resizable() const {
+  // Whether the options let a client change the size explicitly (SETATTR size, FALLOCATE past
+  // the end), and whether the node can.
+  bool resize_allowed() const {
     return options_.writable && (options_.growable || !options_.resize_needs_growable);
   }
+  bool resizable() const { return resize_allowed() && capabilities_.resize; }
 
   NodeAttributes Attributes(NodeKind kind) const;
   // False if SETATTR's timestamps are out of range (nanoseconds >= 10^9).
@@ -113,6 +117,7 @@ class Session {
 
   // Read-mostly.
   const std::shared_ptr<block::BlockNode> node_;
+  const block::Capabilities capabilities_;
   const SessionOptions options_;
   const uint64_t file_node_id_;
   std::atomic<bool> initialized_{false};

@@ -130,6 +130,24 @@ bool Qcow2Node::read_only() const { return image_->read_only; }
 
 uint32_t Qcow2Node::request_alignment() const { return image_->file->request_alignment(); }
 
+Capabilities Qcow2Node::capabilities() const {
+  Capabilities capabilities;
+  const bool writable = !read_only();
+  // discard=unmap frees clusters whatever the file child can do with them.
+  capabilities.discard = writable && image_->discard == DiscardMode::kUnmap;
+  // Zero flags (v3) or written zeroes (v2); block status from the L2 tables; FUA served by the
+  // driver (metadata changes first, then the data).
+  capabilities.write_zeroes = writable;
+  capabilities.block_status = true;
+  capabilities.fua = true;
+  // Flush writes the metadata caches back, which only a flush or close does, so it is needed even
+  // when the file child gave durability up (cache.no-flush).
+  capabilities.flush = writable;
+  // Growing always works; shrinking is refused where clusters are allocated (Truncate says why).
+  capabilities.resize = writable;
+  return capabilities;
+}
+
 bool Qcow2Node::corrupt() const { return image_->corrupt.load(std::memory_order_acquire); }
 
 bool Qcow2Node::dirty() const { return engine_ != nullptr && engine_->image_dirty(); }

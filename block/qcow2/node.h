@@ -54,6 +54,7 @@ class Qcow2Node final : public BlockNode, public std::enable_shared_from_this<Qc
   uint64_t size() const override;
   bool read_only() const override;
   uint32_t request_alignment() const override;
+  Capabilities capabilities() const override;
   absl::Status Truncate(uint64_t new_size) override;
   absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override;
   std::string description() const override;

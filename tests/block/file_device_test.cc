@@ -72,8 +72,11 @@ TEST(FileDevice, LoopDevice) {
     bool data = false;
     EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 0, kSize, nullptr, 0, 0, &data), kSize);
     EXPECT_TRUE(data);
+    // A device reports data everywhere and has the size it has.
+    EXPECT_FALSE(node->capabilities().block_status);
+    EXPECT_FALSE(node->capabilities().resize);
     absl::Status resize = node->Truncate(kSize * 2);
-    EXPECT_EQ(resize.code(), absl::StatusCode::kInvalidArgument) << resize;
+    EXPECT_EQ(resize.code(), absl::StatusCode::kPermissionDenied) << resize;
     EXPECT_EQ(node->size(), kSize);
   }
 }

@@ -70,7 +70,31 @@ TEST(FileOpen, ReadOnlyNode) {
   EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 0, 4096), -EROFS);
   EXPECT_EQ(RunOne(*queue, IoOp::kAllocate, 0, 4096), -EROFS);
   EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
-  EXPECT_EQ((*node)->Truncate(4096).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*node)->Truncate(4096).code(), absl::StatusCode::kPermissionDenied);
+  // Nothing to flush, no size to change.
+  EXPECT_FALSE((*node)->capabilities().flush);
+  EXPECT_FALSE((*node)->capabilities().resize);
+}
+
+TEST(FileOpen, CapabilitiesFollowTheOptions) {
+  testing::ScratchDir dir;
+  std::string path = dir.CreateFile("image", 65536);
+  for (DiscardMode discard : {DiscardMode::kIgnore, DiscardMode::kUnmap}) {
+    for (bool no_flush : {false, true}) {
+      FileOptions options = Options(path);
+      options.discard = discard;
+      options.cache_no_flush = no_flush;
+      auto node = testing::OpenFile(options);
+      ASSERT_TRUE(node.ok()) << node.status();
+      const Capabilities capabilities = (*node)->capabilities();
+      EXPECT_EQ(capabilities.discard, discard == DiscardMode::kUnmap);
+      EXPECT_TRUE(capabilities.write_zeroes);
+      EXPECT_TRUE(capabilities.block_status);
+      EXPECT_EQ(capabilities.flush, !no_flush);
+      EXPECT_TRUE(capabilities.fua);
+      EXPECT_TRUE(capabilities.resize);
+    }
+  }
 }
 
 TEST(FileOpen, SecondWriterIsRefused) {

@@ -118,10 +118,21 @@ TEST(NullNode, BlockStatus) {
   EXPECT_TRUE(data);
 }
 
+// It stores nothing: nothing to free or flush, and no size of its own to change.
+TEST(NullNode, Capabilities) {
+  const Capabilities capabilities = OpenNull(NullOptions())->capabilities();
+  EXPECT_FALSE(capabilities.discard);
+  EXPECT_TRUE(capabilities.write_zeroes);
+  EXPECT_TRUE(capabilities.block_status);
+  EXPECT_FALSE(capabilities.flush);
+  EXPECT_TRUE(capabilities.fua);
+  EXPECT_FALSE(capabilities.resize);
+}
+
 TEST(NullNode, CannotResize) {
   auto node = OpenNull(NullOptions());
   absl::Status status = node->Truncate(4096);
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(status.message().find("null0"), std::string::npos) << status;
 }
 

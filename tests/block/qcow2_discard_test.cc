@@ -124,6 +124,31 @@ TEST_F(Qcow2DiscardTest, DiscardIgnoreChangesNothing) {
   EXPECT_EQ(RunCommand("qemu-img map --output=json " + image), map_before);
 }
 
+// What the FUSE core asks before it sends a request down: a writable image does everything but
+// discard, which needs discard=unmap; a read-only one only reads and tells holes from data.
+TEST_F(Qcow2DiscardTest, CapabilitiesFollowTheOptions) {
+  std::string image = FullImage();
+  {
+    auto node = Open(image, DiscardMode::kUnmap);
+    ASSERT_NE(node, nullptr);
+    const Capabilities capabilities = node->capabilities();
+    EXPECT_TRUE(capabilities.discard && capabilities.write_zeroes && capabilities.block_status &&
+                capabilities.flush && capabilities.fua && capabilities.resize);
+  }
+  {
+    auto node = Open(image, DiscardMode::kIgnore);
+    ASSERT_NE(node, nullptr);
+    EXPECT_FALSE(node->capabilities().discard);
+    EXPECT_TRUE(node->capabilities().write_zeroes);
+  }
+  auto node = testing::OpenImageOrFail(image, /*read_only=*/true);
+  ASSERT_NE(node, nullptr);
+  const Capabilities capabilities = node->capabilities();
+  EXPECT_TRUE(capabilities.block_status);
+  EXPECT_FALSE(capabilities.discard || capabilities.write_zeroes || capabilities.flush ||
+               capabilities.resize);
+}
+
 TEST_F(Qcow2DiscardTest, WriteZeroesSetsZeroFlagsAndUnmapsOnlyWhenAllowed) {
   std::string image = FullImage();
   uint64_t clusters = AllocatedClusters(image);

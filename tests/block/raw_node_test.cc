@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "block/null_node.h"
 #include "block/raw_node.h"
 #include "tests/block/file_fixture.h"
 #include "tests/block/queue_runner.h"
@@ -264,7 +265,7 @@ TEST_F(RawNodeTest, ResizingGoesToTheChildUnlessTheSizeIsFixed) {
   auto fixed = OpenRawOrFail(file, RawOptions{.offset = 65536, .size = kMiB});
   ASSERT_NE(fixed, nullptr);
   absl::Status status = fixed->Truncate(2 * kMiB);
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(status.message(),
             "node 'raw0': cannot resize: its size is fixed (size=1048576 was "
             "given)");
@@ -274,6 +275,41 @@ TEST_F(RawNodeTest, ResizingGoesToTheChildUnlessTheSizeIsFixed) {
   ASSERT_TRUE(file->Truncate(32768).ok());
   EXPECT_EQ(growing->size(), 0u);
   EXPECT_EQ(fixed->size(), 0u);
+}
+
+// The child's capabilities, less what the raw node's options take away.
+TEST_F(RawNodeTest, CapabilitiesAreTheChildsLessWhatTheOptionsForbid) {
+  auto unmapping = testing::OpenFileOrFail(path_, AioMode::kThreads, false, DiscardMode::kUnmap);
+  ASSERT_TRUE(unmapping->capabilities().discard);
+  auto passes_discards = OpenRawOrFail(unmapping, RawOptions{.discard = DiscardMode::kUnmap});
+  auto drops_discards = OpenRawOrFail(unmapping, RawOptions{.discard = DiscardMode::kIgnore});
+  ASSERT_NE(passes_discards, nullptr);
+  ASSERT_NE(drops_discards, nullptr);
+  EXPECT_TRUE(passes_discards->capabilities().discard);
+  EXPECT_FALSE(drops_discards->capabilities().discard);
+  for (const auto& raw : {passes_discards, drops_discards}) {
+    const Capabilities capabilities = raw->capabilities();
+    EXPECT_TRUE(capabilities.write_zeroes);
+    EXPECT_TRUE(capabilities.block_status);
+    EXPECT_TRUE(capabilities.flush);
+    EXPECT_TRUE(capabilities.fua);
+    EXPECT_TRUE(capabilities.resize);
+  }
+  unmapping.reset();
+  passes_discards.reset();
+  drops_discards.reset();
+
+  // A fixed size, or a read-only node, cannot change size; neither can a node whose child
+  // cannot (null).
+  auto file = testing::OpenFileOrFail(path_, AioMode::kThreads, false);
+  EXPECT_FALSE(OpenRawOrFail(file, RawOptions{.size = 65536})->capabilities().resize);
+  EXPECT_FALSE(OpenRawOrFail(file, RawOptions{}, /*read_only=*/true)->capabilities().resize);
+  auto null = OpenNullNode("null0", NullOptions{.size = kMiB}, false);
+  ASSERT_TRUE(null.ok());
+  const Capabilities over_null = OpenRawOrFail(*null, RawOptions{})->capabilities();
+  EXPECT_FALSE(over_null.resize);
+  EXPECT_FALSE(over_null.flush);
+  EXPECT_FALSE(over_null.discard);
 }
 
 struct Resubmitter {

@@ -343,6 +343,31 @@ TEST_F(Qcow2ExportTest, SigkillUnderWritesKeepsEveryFsyncedWrite) {
   }
 }
 
+// With cache.no-flush the file child needs no flush, but the qcow2 node still does: an fsync
+// through the mount writes its metadata caches back, so the write survives a SIGKILL (the file's
+// page cache outlives the process).
+TEST_F(Qcow2ExportTest, FsyncWritesMetadataBackEvenWithCacheNoFlush) {
+  const std::string image = Path("noflush.qcow2");
+  Run("qemu-img create -f qcow2 " + image + " 16M");
+  const std::string mountpoint = MakeMountpoint("noflush.mnt");
+  Daemon daemon(
+      {"--blockdev",
+       "driver=qcow2,node-name=fmt,cache.no-flush=on,file.driver=file,file.filename=" + image,
+       "--export", "type=fuse,id=e0,node-name=fmt,writable=on,mountpoint=" + mountpoint});
+  ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+  const std::vector<uint8_t> data = Pattern(3 * 65536, 5 * kMiB, 4);
+  WriteAt(mountpoint, data, 5 * kMiB);  // pwrite + fsync
+  EXPECT_EQ(daemon.SignalAndWait(SIGKILL), SIGKILL);
+  Detach(mountpoint);
+  int status = 0;
+  nlohmann::json check = Check(image, &status);
+  EXPECT_EQ(check.value("corruptions", 0), 0) << check.dump(1);
+  const std::vector<uint8_t> bytes = QemuRaw(image);
+  ASSERT_EQ(bytes.size(), 16 * kMiB);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), bytes.begin() + 5 * kMiB))
+      << "the fsync'ed write is not in the image";
+}
+
 // Discard (discard=unmap) and write-zeroes through the mount, seen by qemu-img map afterwards.
 TEST_F(Qcow2ExportTest, DiscardAndWriteZeroesShowInQemuImgMap) {
   const std::string image = Path("map.qcow2");

@@ -20,6 +20,15 @@ std::vector<struct iovec> Pieces(uint8_t* base, size_t bytes, size_t piece) {
   return iov;
 }
 
+std::shared_ptr<block::BlockNode> OpenNode(const block::BlockdevOptions& blockdev) {
+  absl::StatusOr<std::shared_ptr<block::BlockNode>> node = block::OpenBlockNode(blockdev);
+  if (!node.ok()) {
+    ADD_FAILURE() << node.status();
+    return nullptr;
+  }
+  return *node;
+}
+
 uint64_t NowMs() {
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
@@ -69,13 +78,12 @@ std::vector<uint8_t> Reply::data() const {
   return {bytes.begin() + sizeof(struct fuse_out_header), bytes.end()};
 }
 
-CoreHarness::CoreHarness(const block::BlockdevOptions& blockdev, const SessionOptions& options) {
-  auto node = block::OpenBlockNode(blockdev);
-  if (!node.ok()) {
-    ADD_FAILURE() << node.status();
-    return;
-  }
-  node_ = *node;
+CoreHarness::CoreHarness(const block::BlockdevOptions& blockdev, const SessionOptions& options)
+    : CoreHarness(OpenNode(blockdev), options) {}
+
+CoreHarness::CoreHarness(std::shared_ptr<block::BlockNode> node, const SessionOptions& options)
+    : node_(std::move(node)) {
+  if (node_ == nullptr) return;
   auto session = Session::Create(node_, options);
   if (!session.ok()) {
     ADD_FAILURE() << session.status();
@@ -257,6 +265,16 @@ std::vector<uint8_t> FallocateRequest(uint64_t node_id, uint64_t offset, uint64_
   in.length = length;
   in.mode = mode;
   return RequestBytes(FUSE_FALLOCATE, node_id).Append(in).Finish();
+}
+
+std::vector<uint8_t> LseekRequest(uint64_t node_id, uint64_t offset, uint32_t whence) {
+  fuse_lseek_in in{1, offset, whence, 0};
+  return RequestBytes(FUSE_LSEEK, node_id).Append(in).Finish();
+}
+
+std::vector<uint8_t> FsyncRequest(uint64_t node_id) {
+  fuse_fsync_in in{1, 0, 0};
+  return RequestBytes(FUSE_FSYNC, node_id).Append(in).Finish();
 }
 
 }  // namespace bexd::fuse::testing

@@ -70,6 +70,8 @@ class CoreHarness {
  public:
   // Opens a node with `blockdev` and serves it with a session of `options`.
   CoreHarness(const block::BlockdevOptions& blockdev, const SessionOptions& options);
+  // Serves a node opened already.
+  CoreHarness(std::shared_ptr<block::BlockNode> node, const SessionOptions& options);
   ~CoreHarness();
 
   Reply Run(const std::vector<uint8_t>& request, const Layout& layout = Layout());
@@ -111,5 +113,7 @@ std::vector<uint8_t> GetattrRequest(uint64_t node_id);
 std::vector<uint8_t> SetattrSizeRequest(uint64_t node_id, uint64_t size);
 std::vector<uint8_t> FallocateRequest(uint64_t node_id, uint64_t offset, uint64_t length,
                                       uint32_t mode);
+std::vector<uint8_t> LseekRequest(uint64_t node_id, uint64_t offset, uint32_t whence);
+std::vector<uint8_t> FsyncRequest(uint64_t node_id);
 
 }  // namespace bexd::fuse::testing

@@ -27,8 +27,7 @@ Reply Fallocate(CoreHarness& harness, uint64_t offset, uint64_t length, uint32_t
 }
 
 Reply Lseek(CoreHarness& harness, uint64_t offset, uint32_t whence) {
-  fuse_lseek_in in{1, offset, whence, 0};
-  return harness.Run(RequestBytes(FUSE_LSEEK, 1).Append(in).Finish());
+  return harness.Run(LseekRequest(1, offset, whence));
 }
 
 Reply Setattr(CoreHarness& harness, uint64_t size) {

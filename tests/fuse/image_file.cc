@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 
 namespace bexd::fuse::testing {
 
@@ -63,6 +65,22 @@ void ImageFile::Write(uint64_t offset, const std::vector<uint8_t>& bytes) const 
   EXPECT_EQ(pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset)),
             static_cast<ssize_t>(bytes.size()));
   close(fd);
+}
+
+SealedFile::SealedFile(uint64_t size) {
+  fd_ = memfd_create("bexd-sealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd_ < 0) {
+    ADD_FAILURE() << "memfd_create: " << strerror(errno);
+    return;
+  }
+  EXPECT_EQ(ftruncate(fd_, static_cast<off_t>(size)), 0);
+  EXPECT_EQ(fcntl(fd_, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL), 0)
+      << strerror(errno);
+  path_ = "/proc/self/fd/" + std::to_string(fd_);
+}
+
+SealedFile::~SealedFile() {
+  if (fd_ >= 0) close(fd_);
 }
 
 block::BlockdevOptions FileNode(const std::string& path, bool direct, bool read_only) {

@@ -33,6 +33,23 @@ class ImageFile {
   std::string path_;
 };
 
+// A memfd of `size` bytes sealed against growing and shrinking, at a path a file node can open
+// (/proc/self/fd/N): the kernel refuses every size change of it with EPERM, whatever the
+// filesystem under the tests.
+class SealedFile {
+ public:
+  explicit SealedFile(uint64_t size);
+  ~SealedFile();
+  SealedFile(const SealedFile&) = delete;
+  SealedFile& operator=(const SealedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
 // A file node ("file0") on `path`, with discard=unmap so that punched holes free storage.
 block::BlockdevOptions FileNode(const std::string& path, bool direct = false,
                                 bool read_only = false);

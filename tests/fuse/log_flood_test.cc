@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/fuse/core_harness.h"
+#include "tests/fuse/image_file.h"
 #include "util/log.h"
 #include "util/rate_limit.h"
 
@@ -20,10 +21,10 @@ constexpr int kFlood = 100000;
 constexpr uint64_t kNullSize = 8 << 20;
 constexpr uint64_t kHuge = uint64_t{1} << 50;
 
+// The null driver cannot be resized: the core refuses every size change up front (EPERM).
 block::BlockdevOptions NullNode() {
   block::BlockdevOptions options;
   options.node_name = "null0";
-  // The null driver cannot be resized: every size change fails (EBUSY), as a full disk's would.
   options.driver = block::NullOptions{kNullSize, /*read_zeroes=*/true, 0};
   return options;
 }
@@ -69,11 +70,35 @@ class LogFloodTest : public ::testing::Test {
   log::Level saved_level_ = log::Level::kWarn;
 };
 
-TEST_F(LogFloodTest, FailedSetattrSizeChanges) {
-  CoreHarness harness(NullNode(), Writable(/*growable=*/false));
-  harness.Init();
-  ExpectFloodBounded(harness, SetattrSizeRequest(1, kHuge), EBUSY,
-                     "FUSE SETATTR: resizing node 'null0'");
+// A file the kernel refuses to resize: the core tries, and every size change fails with EPERM.
+class FailedResizeFloodTest : public LogFloodTest {
+ protected:
+  FailedResizeFloodTest() : file_(kNullSize), harness_(FileNode(file_.path()), Writable(true)) {
+    harness_.Init();
+  }
+
+  SealedFile file_;
+  CoreHarness harness_;
+};
+
+TEST_F(FailedResizeFloodTest, FailedSetattrSizeChanges) {
+  ExpectFloodBounded(harness_, SetattrSizeRequest(1, kHuge), EPERM,
+                     "FUSE SETATTR: resizing node 'file0'");
+}
+
+TEST_F(FailedResizeFloodTest, FailedGrowingWrites) {
+  ExpectFloodBounded(harness_, WriteRequest(1, kNullSize, std::vector<uint8_t>(512, 1)), EPERM,
+                     "FUSE WRITE: resizing node 'file0'");
+}
+
+TEST_F(FailedResizeFloodTest, FailedGrowingFallocates) {
+  ExpectFloodBounded(harness_, FallocateRequest(1, kHuge, 4096, 0), EPERM,
+                     "FUSE FALLOCATE: resizing node 'file0'");
+}
+
+TEST_F(FailedResizeFloodTest, FailedTruncatingOpens) {
+  ExpectFloodBounded(harness_, OpenRequest(1, O_WRONLY | O_TRUNC), EPERM,
+                     "FUSE OPEN: resizing node 'file0' to 0 bytes failed");
 }
 
 TEST_F(LogFloodTest, RefusedSetattrSizeChanges) {
@@ -83,25 +108,12 @@ TEST_F(LogFloodTest, RefusedSetattrSizeChanges) {
                      "FUSE SETATTR: refused to resize node 'null0'");
 }
 
-TEST_F(LogFloodTest, FailedGrowingWrites) {
-  CoreHarness harness(NullNode(), Writable(/*growable=*/true));
+TEST_F(LogFloodTest, SetattrSizeChangesOfANodeThatCannotResize) {
+  CoreHarness harness(NullNode(), Writable(/*growable=*/false));
   harness.Init();
-  ExpectFloodBounded(harness, WriteRequest(1, kNullSize, std::vector<uint8_t>(512, 1)), EBUSY,
-                     "FUSE WRITE: growing node 'null0'");
-}
-
-TEST_F(LogFloodTest, FailedGrowingFallocates) {
-  CoreHarness harness(NullNode(), Writable(/*growable=*/true));
-  harness.Init();
-  ExpectFloodBounded(harness, FallocateRequest(1, kHuge, 4096, 0), EBUSY,
-                     "FUSE FALLOCATE: growing node 'null0'");
-}
-
-TEST_F(LogFloodTest, FailedTruncatingOpens) {
-  CoreHarness harness(NullNode(), Writable(/*growable=*/true));
-  harness.Init();
-  ExpectFloodBounded(harness, OpenRequest(1, O_WRONLY | O_TRUNC), EBUSY,
-                     "FUSE OPEN: truncating node 'null0'");
+  ExpectFloodBounded(harness, SetattrSizeRequest(1, kHuge), EPERM,
+                     "FUSE SETATTR: refused to resize node 'null0' from 8388608 to "
+                     "1125899906842624 bytes: the node cannot be resized");
 }
 
 TEST_F(LogFloodTest, RefusedInits) {

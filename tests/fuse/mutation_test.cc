@@ -128,7 +128,7 @@ void Fuzz(bool directory_root, uint32_t seed) {
   node.driver = block::NullOptions{8 << 20, /*read_zeroes=*/true, 0};
   SessionOptions options;
   options.writable = true;
-  options.growable = true;  // the null driver cannot grow: exercises the failure path
+  // Not growable: the null driver cannot be resized, so size changes take the refusal paths.
   options.directory_root = directory_root;
   options.file_name = "disk.img";
   CoreHarness harness(node, options);

@@ -128,6 +128,14 @@ TEST(SessionOptionsTest, ContradictionsAreRefused) {
   SessionOptions options = Options(false);
   options.growable = true;
   EXPECT_FALSE(Session::Create(*node, options).ok());
+  // Growable needs a node that can change size: the null driver cannot.
+  options = Options(true);
+  options.growable = true;
+  absl::StatusOr<std::shared_ptr<Session>> growable = Session::Create(*node, options);
+  EXPECT_EQ(growable.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(growable.status().message().find("growable export of a node that cannot be resized"),
+            std::string_view::npos)
+      << growable.status();
   for (uint32_t max_write : {0u, 4095u, 6000u, (2u << 20)}) {
     options = Options(true);
     options.max_write = max_write;

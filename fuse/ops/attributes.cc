@@ -1,0 +1,49 @@
+#include "fuse/ops/attributes.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+namespace bexd::fuse::ops {
+namespace {
+
+constexpr uint32_t kPageSize = 4096;
+constexpr uint32_t kMaxBlockSize = uint32_t{1} << 20;  // the largest max_write
+
+// st_blksize, the size I/O should come in: the node's request alignment (reads and writes that
+// are multiples of it need no bounce buffer), as a power of two, at least a page.
+uint32_t PreferredBlockSize(const block::BlockNode& node) {
+  const uint32_t alignment = std::min(node.request_alignment(), kMaxBlockSize);
+  return std::max(std::bit_ceil(alignment), kPageSize);
+}
+
+}  // namespace
+
+struct fuse_attr AttrOf(const Session& session, NodeKind kind) {
+  const NodeAttributes attributes = session.Attributes(kind);
+  struct fuse_attr attr;
+  std::memset(&attr, 0, sizeof(attr));
+  if (kind == NodeKind::kDirectory) {
+    attr.ino = kRootNodeId;
+    attr.nlink = 2;
+  } else {
+    attr.ino = session.file_node_id();
+    attr.size = session.node().size();
+    // Presented as fully allocated: the block layer does not report allocation.
+    attr.blocks = attr.size / 512 + (attr.size % 512 != 0);
+    attr.nlink = 1;
+  }
+  attr.atime = attributes.atime.tv_sec;
+  attr.atimensec = attributes.atime.tv_nsec;
+  attr.mtime = attributes.mtime.tv_sec;
+  attr.mtimensec = attributes.mtime.tv_nsec;
+  attr.ctime = attributes.ctime.tv_sec;
+  attr.ctimensec = attributes.ctime.tv_nsec;
+  attr.mode = attributes.mode;
+  attr.uid = attributes.uid;
+  attr.gid = attributes.gid;
+  attr.blksize = PreferredBlockSize(session.node());
+  return attr;
+}
+
+}  // namespace bexd::fuse::ops
