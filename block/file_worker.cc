@@ -13,13 +13,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "block/zero_buffer.h"
+
 namespace bexd::block {
 namespace {
 
 constexpr size_t kBounceMinSize = size_t{1} << 20;
-constexpr size_t kZeroBufferSize = size_t{1} << 20;
-// Never written; the source of zeroes for write-zeroes on files that cannot fallocate.
-alignas(4096) char g_zeroes[kZeroBufferSize];
 
 uint64_t AlignDown(uint64_t value, uint64_t align) { return value & ~(align - 1); }
 uint64_t AlignUp(uint64_t value, uint64_t align) { return AlignDown(value + align - 1, align); }
@@ -260,7 +259,8 @@ int64_t FileWorker::WriteZeroes(const IoRequest& request) {
 }
 
 int FileWorker::WriteZeroesByWriting(uint64_t offset, uint64_t length) {
-  struct iovec zero_iov = {g_zeroes, std::min<uint64_t>(length, kZeroBufferSize)};
+  struct iovec zero_iov = {const_cast<char*>(ZeroBuffer()),
+                           std::min<uint64_t>(length, kZeroBufferSize)};
   if (!node_->IsAligned(offset, length, &zero_iov, 1)) {
     return BounceWrite(offset, length, Source{nullptr}, 0);
   }
@@ -268,7 +268,7 @@ int FileWorker::WriteZeroesByWriting(uint64_t offset, uint64_t length) {
   uint64_t done = 0;
   while (done < length) {
     uint64_t chunk = std::min<uint64_t>(length - done, kZeroBufferSize);
-    if (int error = WriteFully(g_zeroes, offset + done, chunk, 0)) return error;
+    if (int error = WriteFully(ZeroBuffer(), offset + done, chunk, 0)) return error;
     done += chunk;
   }
   return 0;

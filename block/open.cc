@@ -13,10 +13,12 @@
 #include <variant>
 
 #include "block/file_node.h"
+#include "block/nbd/nbd_node.h"
 #include "block/null_node.h"
 #include "block/qcow2/backing_name.h"
 #include "block/qcow2/node.h"
 #include "block/raw_node.h"
+#include "block/rbd/rbd_node.h"
 
 namespace bexd::block {
 namespace {
@@ -98,6 +100,14 @@ absl::StatusOr<std::shared_ptr<BlockNode>> OpenBlockNode(const BlockdevOptions& 
         } else if constexpr (std::is_same_v<Driver, RawOptions>) {
           if (children.file == nullptr) return MissingFileChild(name, "raw");
           auto node = RawNode::Open(name, driver, options.read_only, children.file);
+          if (!node.ok()) return node.status();
+          return std::shared_ptr<BlockNode>(*std::move(node));
+        } else if constexpr (std::is_same_v<Driver, RbdOptions>) {
+          auto node = RbdNode::Open(name, driver, options.read_only);
+          if (!node.ok()) return node.status();
+          return std::shared_ptr<BlockNode>(*std::move(node));
+        } else if constexpr (std::is_same_v<Driver, NbdOptions>) {
+          auto node = NbdNode::Open(name, driver, options.read_only);
           if (!node.ok()) return node.status();
           return std::shared_ptr<BlockNode>(*std::move(node));
         } else {

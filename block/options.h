@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace bexd::block {
 
@@ -37,6 +38,46 @@ struct RawOptions {
   // ignore: discard requests complete without reaching the child; unmap: passed on.
   DiscardMode discard = DiscardMode::kIgnore;
   bool operator==(const RawOptions&) const = default;
+};
+
+// A host and port (QEMU's InetSocketAddressBase; the port may be a service name).
+struct InetAddress {
+  std::string host;
+  std::string port;
+  bool operator==(const InetAddress&) const = default;
+};
+
+enum class RbdAuthMode { kCephx, kNone };
+
+// QEMU's rbd driver (BlockdevOptionsRbd): an image, or a snapshot of one, in a Ceph cluster.
+struct RbdOptions {
+  std::string pool;
+  std::string name_space;  // QEMU's `namespace`; empty: the pool's default namespace
+  std::string image;
+  std::optional<std::string> snapshot;    // a snapshot opens read-only
+  std::optional<std::string> conf;        // unset: Ceph's default files, if any
+  std::optional<std::string> user;        // the cephx id without "client."; unset: Ceph's default
+  std::optional<std::string> key_secret;  // id of a `secret` object holding the cephx key
+  std::vector<RbdAuthMode> auth_client_required;  // empty: as the configuration says
+  std::vector<InetAddress> server;                // monitors; empty: as the configuration says
+  bool cache_direct = false;                      // on: librbd's cache off, as QEMU
+  bool cache_no_flush = false;
+  DiscardMode discard = DiscardMode::kIgnore;
+  bool operator==(const RbdOptions&) const = default;
+};
+
+// QEMU's nbd driver: a client of an NBD server (block/nbd/). `server` is QEMU's SocketAddress
+// (inet: host and port; unix: path).
+struct NbdOptions {
+  enum class Transport { kInet, kUnix };
+  Transport transport = Transport::kInet;
+  std::string host;         // inet
+  std::string port;         // inet: a number or a service name, as QEMU takes it
+  std::string path;         // unix: the socket
+  std::string export_name;  // `export`; empty: the server's default export
+  // Seconds that requests wait for a lost connection to come back before they fail with EIO.
+  uint32_t reconnect_delay = 0;
+  bool operator==(const NbdOptions&) const = default;
 };
 
 struct BlockdevOptions;
@@ -79,7 +120,7 @@ struct BlockdevOptions {
   // Required at the top; an inline child without one gets an automatic name ("#block123").
   std::string node_name;
   bool read_only = false;
-  std::variant<NullOptions, FileOptions, RawOptions, Qcow2Options> driver;
+  std::variant<NullOptions, FileOptions, RawOptions, Qcow2Options, RbdOptions, NbdOptions> driver;
   std::optional<ChildRef> file;     // format drivers' protocol child
   std::optional<ChildRef> backing;  // qcow2; unset: the one the image header names
   bool operator==(const BlockdevOptions&) const = default;

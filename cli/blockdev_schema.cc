@@ -66,6 +66,80 @@ block::Qcow2Options ReadQcow2Options(OptionReader& reader) {
   return qcow2;
 }
 
+// QEMU's BlockdevOptionsRbd. The `server` list is of {host, port} objects, both strings.
+block::RbdOptions ReadRbdOptions(OptionReader& reader, Syntax syntax) {
+  block::RbdOptions rbd;
+  reader.RequiredString("pool", &rbd.pool);
+  reader.String("namespace", &rbd.name_space);
+  reader.RequiredString("image", &rbd.image);
+  auto optional_string = [&](std::string_view key, std::optional<std::string>* out) {
+    std::string value;
+    reader.String(key, &value);
+    if (reader.Has(key)) *out = std::move(value);
+  };
+  optional_string("snapshot", &rbd.snapshot);
+  optional_string("conf", &rbd.conf);
+  if (reader.ok() && rbd.conf) rbd.conf = AbsolutePath(*rbd.conf);
+  optional_string("user", &rbd.user);
+  optional_string("key-secret", &rbd.key_secret);
+  std::vector<std::string> modes;
+  reader.StringList("auth-client-required", &modes);
+  for (const std::string& mode : modes) {
+    if (mode != "cephx" && mode != "none") {
+      reader.Fail("auth-client-required",
+                  "expected a list of cephx and none; got " + OptionReader::Quote(mode));
+    }
+    rbd.auth_client_required.push_back(mode == "cephx" ? block::RbdAuthMode::kCephx
+                                                       : block::RbdAuthMode::kNone);
+  }
+  if (const json* servers = reader.Value("server")) {
+    if (!servers->is_array()) reader.Fail("server", "expected a list of {host, port} objects");
+    for (size_t i = 0; reader.ok() && i < servers->size(); ++i) {
+      OptionReader server((*servers)[i], syntax, fmt::format("{}[{}]", reader.PathOf("server"), i));
+      block::InetAddress address;
+      server.RequiredString("host", &address.host);
+      server.RequiredString("port", &address.port);
+      absl::Status status = server.Finish();
+      if (!status.ok()) reader.Fail(status);
+      rbd.server.push_back(std::move(address));
+    }
+  }
+  if (reader.Value("encrypt") != nullptr) {
+    reader.Fail("encrypt", "LUKS encryption of rbd images is not supported by bexd");
+  }
+  return rbd;
+}
+
+// QEMU's BlockdevOptionsNbd; `server` is a SocketAddress of type inet or unix.
+block::NbdOptions ReadNbdOptions(OptionReader& reader) {
+  using Transport = block::NbdOptions::Transport;
+  block::NbdOptions nbd;
+  OptionReader& server = reader.Child("server");
+  std::string type;
+  server.RequiredString("type", &type);
+  if (type == "inet") {
+    nbd.transport = Transport::kInet;
+    server.RequiredString("host", &nbd.host);
+    server.RequiredString("port", &nbd.port);
+  } else if (type == "unix") {
+    nbd.transport = Transport::kUnix;
+    server.RequiredString("path", &nbd.path);
+    if (server.ok()) nbd.path = AbsolutePath(nbd.path);
+  } else if (server.ok()) {
+    server.Fail("type", "'" + type + "' is not supported by bexd (supported: inet, unix)");
+  }
+  reader.String("export", &nbd.export_name);
+  std::string tls_creds;
+  reader.String("tls-creds", &tls_creds);
+  if (reader.Has("tls-creds")) {
+    reader.Fail("tls-creds",
+                "TLS is not supported by bexd's nbd driver yet; connect without it (over a "
+                "unix socket or a private network)");
+  }
+  reader.Integer("reconnect-delay", &nbd.reconnect_delay, 0, UINT32_MAX);
+  return nbd;
+}
+
 void SetDefault(json* object, const std::string& key, const json& value) {
   if (!object->contains(key)) (*object)[key] = value;
 }
@@ -178,9 +252,18 @@ absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax synt
     options.driver = qcow2;
     options.file = ReadChild(reader, object, syntax, "file", /*required=*/true, false);
     options.backing = ReadChild(reader, object, syntax, "backing", false, /*nullable=*/true);
+  } else if (driver == "rbd") {
+    block::RbdOptions rbd = ReadRbdOptions(reader, syntax);
+    rbd.cache_direct = cache_direct;
+    rbd.cache_no_flush = cache_no_flush;
+    rbd.discard = discard;
+    options.driver = std::move(rbd);
+  } else if (driver == "nbd") {
+    options.driver = ReadNbdOptions(reader);
   } else if (reader.ok()) {
-    reader.Fail("driver",
-                "'" + driver + "' is not supported by bexd (supported: file, null-co, raw, qcow2)");
+    reader.Fail("driver", "'" + driver +
+                              "' is not supported by bexd (supported: file, null-co, raw, qcow2, "
+                              "rbd, nbd)");
   }
   absl::Status status = reader.Finish();
   if (!status.ok()) return status;

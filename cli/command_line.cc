@@ -154,6 +154,9 @@ virtio-fs guests through vhost-user-fs. Options take QEMU's key=value syntax or 
   --blockdev driver=null-co,node-name=NAME[,size=SIZE][,read-zeroes=on|off][,latency-ns=NS]
   --blockdev driver=raw,node-name=NAME,file=NODE[,offset=BYTES][,size=BYTES][,discard=...]
              a child is a node name or defined inline: file.driver=file,file.filename=PATH
+  --blockdev driver=rbd,node-name=NAME,pool=POOL,image=IMAGE[,namespace=NS][,snapshot=SNAP]
+             [,conf=CEPH.CONF][,user=ID][,key-secret=SECRET][,auth-client-required.0=cephx]
+             [,server.0.host=HOST,server.0.port=PORT][,cache.direct=on|off][,discard=...]
   --export type=fuse,id=ID,node-name=NAME,mountpoint=FILE[,writable=on|off]
            [,growable=on|off][,allow-other=on|off|auto][,writethrough=on|off][,num-queues=N]
            [,queue-cpus=CPUS]   pin queue i to the i-th CPU of a list such as 0-3,,8
@@ -161,6 +164,9 @@ virtio-fs guests through vhost-user-fs. Options take QEMU's key=value syntax or 
            [,file-name=NAME][,writable=on|off][,growable=on|off][,num-request-queues=N]
            [,queue-cpus=CPUS]
   --object iothread,id=ID       accepted for QSD command lines; exports may name it (iothread=)
+  --object secret,id=ID,file=PATH[,format=raw|base64]
+                                a secret other options name (rbd's key-secret); data=TEXT
+                                works too, but shows the secret to every local user
   --chardev socket,id=ID,path=SOCKET,server=on,wait=off
   --monitor chardev=ID | --monitor path=SOCKET[,pretty=on]
                                 QMP control socket (see docs/control.md)

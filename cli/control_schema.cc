@@ -36,7 +36,8 @@ absl::StatusOr<std::string> ParseIothreadObject(const nlohmann::json& object, Sy
   std::string type;
   reader.RequiredString("qom-type", &type);
   if (reader.ok() && type != "iothread") {
-    reader.Fail("qom-type", fmt::format("'{}' is not supported (bexd knows iothread)", type));
+    reader.Fail("qom-type",
+                fmt::format("'{}' is not supported (bexd knows iothread, secret)", type));
   }
   std::string id;
   ReadId(reader, &id);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/blockdev_schema.h"
 #include "cli/json_text.h"
 
@@ -19,11 +21,22 @@ absl::Status DuplicateId(const std::string& path, std::string_view id) {
 }  // namespace
 
 absl::Status DaemonConfig::AddObject(const json& object, Syntax syntax, const std::string& path) {
+  // Objects of every type share one namespace of ids, as in QEMU.
+  auto taken = [&](const std::string& id) {
+    return std::find(iothreads.begin(), iothreads.end(), id) != iothreads.end() ||
+           std::any_of(secrets.begin(), secrets.end(),
+                       [&](const SecretObject& secret) { return secret.id == id; });
+  };
+  if (object.is_object() && object.value("qom-type", json()) == "secret") {
+    absl::StatusOr<SecretObject> secret = ParseSecretObject(object, syntax, path);
+    if (!secret.ok()) return secret.status();
+    if (taken(secret->id)) return DuplicateId(path, secret->id);
+    secrets.push_back(*std::move(secret));
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::string> id = ParseIothreadObject(object, syntax, path);
   if (!id.ok()) return id.status();
-  for (const std::string& existing : iothreads) {
-    if (existing == *id) return DuplicateId(path, *id);
-  }
+  if (taken(*id)) return DuplicateId(path, *id);
   iothreads.push_back(*std::move(id));
   return absl::OkStatus();
 }

@@ -12,11 +12,13 @@
 #include "cli/control_schema.h"
 #include "cli/export_schema.h"
 #include "cli/option_reader.h"
+#include "cli/secret_object.h"
 
 namespace bexd::cli {
 
 struct DaemonConfig {
   std::vector<std::string> iothreads;  // --object iothread ids
+  std::vector<SecretObject> secrets;   // --object secret
   std::vector<block::BlockdevOptions> blockdevs;
   std::vector<ExportSpec> exports;
   std::vector<ChardevSpec> chardevs;

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "block/rbd/secret_store.h"
 #include "cli/command_line.h"
 #include "cli/daemon.h"
 #include "cli/daemonize.h"
@@ -72,6 +73,11 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
   daemon.set_export_ended_callback(
       [&loop, &daemon] { loop.Post([&daemon] { daemon.RemoveEndedExports(); }); });
 
+  // Before any node: drivers look up the secrets their options name when they open.
+  for (const SecretObject& secret : config.secrets) {
+    absl::Status status = block::AddSecret(secret.id, secret.value);
+    if (!status.ok()) return fail(status);
+  }
   for (const block::BlockdevOptions& options : config.blockdevs) {
     absl::Status status = daemon.AddBlockdev(options);
     if (!status.ok()) return fail(status);

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from harness import build, charts, fio, guest, machine, matrix, report, systems, vhost
+from harness import build, ceph, charts, fio, guest, machine, matrix, nbd, report, systems, vhost
 
 QUICK_WORKLOADS = "randread-aio-j1,randwrite-aio-j1,randread-sync-j1,randwrite-sync-j1"
 # Seconds per cell beyond runtime + ramp (fio start-up and teardown), and per daemon start/stop.
@@ -250,6 +250,8 @@ class Run:
         self.targets = matrix.targets(args.system_list, args.driver_list, args.queue_list,
                                       baseline=bool(args.baseline),
                                       virtiofsd_pools=args.pool_list)
+        self.cluster = ceph.Cluster(repo, args.size) if "rbd" in args.driver_list else None
+        self.nbd_server = nbd.Server(args.size) if "nbd" in args.driver_list else None
         self.workloads = args.workload_list
         self.raw_rows = []
         self.memory_rows = []
@@ -269,10 +271,16 @@ class Run:
 
     def daemon_command(self, target):
         return systems.daemon_command(target, self.binaries, self.args.image, self.mountpoint,
-                                      self.args.size, self.socket_path, self.share_dir)
+                                      self.args.size, self.socket_path, self.share_dir,
+                                      systems.Remote(
+                                          self.cluster.conf if self.cluster else None,
+                                          self.nbd_server.socket if self.nbd_server else None))
 
     def cell_command(self, target, workload):
-        """The fio command of a cell, or for vhost-user-fs backends the vhost_bench command."""
+        """The fio command of a cell; for vhost-user-fs backends the vhost_bench command, for
+        native-rbd `rbd bench`."""
+        if target.system == "native" and target.driver == "rbd":
+            return ceph.bench_command(self.cluster.conf, workload)
         if target.system in matrix.VHOST_SYSTEMS:
             return vhost.bench_command(self.binaries["vhost"], workload, self.socket_path,
                                        target.queues, self.args.runtime, self.args.ramp,
@@ -313,6 +321,14 @@ class Run:
 
     def write_commands(self):
         lines = ["# Commands of this run", ""]
+        if self.cluster:
+            lines += ["## Ceph cluster (rbd driver)", "", "```"]
+            lines += [" ".join(command) for command in self.cluster.setup_commands()]
+            lines += [f"# stopped at the end: {self.cluster.script} stop {self.cluster.directory}",
+                      "```", ""]
+        if self.nbd_server:
+            lines += ["## NBD server (nbd driver)", "", "```",
+                      " ".join(self.nbd_server.command()), "```", ""]
         for target in self.targets:
             command = self.daemon_command(target)
             lines += [f"## {target.name}", "", "```",
@@ -484,9 +500,11 @@ class Run:
         try:
             if target.system in matrix.VHOST_SYSTEMS:
                 result = vhost.run_bench(command, timeout)
+            elif target.system == "native" and target.driver == "rbd":
+                result = ceph.run_bench(command, self.args.runtime, self.args.ramp)
             else:
                 result = fio.run_fio(command, timeout)
-        except (fio.FioError, vhost.VhostBenchError) as error:
+        except (fio.FioError, vhost.VhostBenchError, ceph.CephError) as error:
             self.error(f"rep {rep} {target.name} {workload.name}: {error}")
             return None
         row = self.make_row(rep, target, workload, result, command, daemon_command, loadavg)
@@ -544,7 +562,8 @@ def main():
     if args.dry_run:
         for target in run.targets:
             command = run.daemon_command(target)
-            print(" ".join(command) if command else f"{target.name}: fio on {args.image}")
+            native = "rbd bench" if target.driver == "rbd" else f"fio on {args.image}"
+            print(" ".join(command) if command else f"{target.name}: {native}")
         for target in run.targets:
             if run.workloads_of(target):
                 print(" ".join(run.cell_command(target, run.workloads_of(target)[0])))
@@ -570,11 +589,27 @@ def main():
                                  f"{args.guest_cpus} vCPU(s), QEMU TCG")
     os.makedirs(os.path.dirname(run.socket_path), exist_ok=True)
     run.facts = machine.describe(repo, binaries, args.image)
-    run.write_commands()
     try:
+        if run.cluster:
+            print("starting a Ceph cluster and writing the rbd image", flush=True)
+            run.cluster.start()
+            run.facts["ceph (rbd driver)"] = (f"{run.cluster.version()}; one mon and one memstore "
+                                              f"OSD on 127.0.0.1, image {ceph.POOL_IMAGE}")
+        if run.nbd_server:
+            run.nbd_server.start()
+            run.facts["nbd server (nbd driver)"] = (f"{run.nbd_server.version()}, memory plugin, "
+                                                    "unix socket")
+        run.write_commands()
         run.run()
     except KeyboardInterrupt:
         run.error("interrupted; the results are partial")
+    except (ceph.CephError, nbd.NbdError) as error:
+        run.error(str(error))
+    finally:
+        if run.cluster:
+            run.cluster.stop()
+        if run.nbd_server:
+            run.nbd_server.stop()
     run.write_outputs(final=True)
     print(f"\nwrote {os.path.join(args.out, 'summary.md')}")
     for description, verdict, failing in report.check_targets(

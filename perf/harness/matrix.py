@@ -6,8 +6,9 @@ RW_KINDS = ("read", "write", "randread", "randwrite")
 ENGINES = ("aio", "sync")
 NUMJOBS = (1, 4)
 # file: the image with O_DIRECT on the host; pagecache: the same image through the host page cache
-# (bexd and QSD cache.direct=off, virtiofsd without allow_direct_io). pagecache runs on request.
-DRIVERS = ("null", "file", "pagecache", "raw", "qcow2", "qcow2-empty", "qcow2-zlib")
+# (bexd and QSD cache.direct=off, virtiofsd without allow_direct_io); rbd and nbd: remote stores
+# the harness starts (a Ceph cluster, an nbdkit server). All but null and file run on request.
+DRIVERS = ("null", "file", "pagecache", "rbd", "nbd", "raw", "qcow2", "qcow2-empty", "qcow2-zlib")
 DEFAULT_DRIVERS = ("null", "file")
 # Disk image formats (issue 13), on request: the raw image under a `raw` node; a fully allocated
 # qcow2 image; an empty qcow2 image, made anew before every cell (writes measure allocation); a
@@ -47,7 +48,9 @@ class Workload:
 @dataclass(frozen=True)
 class Target:
     system: str  # one of SYSTEMS; vhost is bexd's vhost-user-fs export driven by vhost_bench
-    driver: str  # one of DRIVERS; the limit responder counts as null (it serves zeroes)
+    # one of DRIVERS; the limit responder counts as null (it serves zeroes); native is fio on the
+    # image file for file and `rbd bench` for rbd
+    driver: str
     queues: int  # FUSE queues (vhost: request rings); 1 for systems without multi-queue FUSE
     # bexd, vhost and guest-bexd only: served by the baseline build (--baseline REV) instead of
     # this tree's, to compare two versions of bexd in one run.
@@ -102,7 +105,7 @@ def parse_workload(name):
 def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRTIOFSD_POOLS):
     """All targets for the chosen systems, drivers and queue counts, in a stable order; with
     `baseline`, every bexd, vhost and guest-bexd target is followed by its baseline twin. virtiofsd (one
-    request queue) serves the file drivers only, once per thread pool size; so does its guest
+    request queue) serves the file drivers only (file, pagecache), once per thread pool size; so does its guest
     twin."""
     result = []
     for driver in drivers:
@@ -117,19 +120,19 @@ def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRT
             result += [Target("limit", "null", q) for q in queue_counts]
         if "qsd" in systems:
             result.append(Target("qsd", driver, 1))
-        if "native" in systems and driver == "file":
-            result.append(Target("native", "file", 1))
+        if "native" in systems and driver in ("file", "rbd"):
+            result.append(Target("native", driver, 1))
         for system in ("bexd", "vhost"):
             if system in systems:
                 result += [Target(system, driver, q) for q in queue_counts]
                 if baseline:
                     result += [Target(system, driver, q, baseline=True) for q in queue_counts]
-        if "virtiofsd" in systems and driver != "null":
+        if "virtiofsd" in systems and driver in ("file", "pagecache"):
             result += [Target("virtiofsd", driver, 1, threads=t) for t in virtiofsd_pools]
         if "guest-bexd" in systems:
             result += [Target("guest-bexd", driver, q) for q in queue_counts]
             if baseline:
                 result += [Target("guest-bexd", driver, q, baseline=True) for q in queue_counts]
-        if "guest-virtiofsd" in systems and driver != "null":
+        if "guest-virtiofsd" in systems and driver in ("file", "pagecache"):
             result += [Target("guest-virtiofsd", driver, 1, threads=t) for t in virtiofsd_pools]
     return result

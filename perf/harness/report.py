@@ -86,8 +86,8 @@ class Summary:
         refs = [("QSD", f"qsd-{target.driver}")]
         if target.driver == "null":
             refs.append(("limit", f"limit-q{target.queues}"))
-        else:
-            refs.append(("native", "native-file"))
+        elif target.driver != "nbd":  # nbd has no native reference, only QSD on its server
+            refs.append(("native", f"native-{target.driver}"))
         refs.append(("base", target.base.name))
         return refs
 
@@ -106,7 +106,8 @@ class Summary:
                         row["vs_limit_same_queues"] = _fmt_ratio(
                             self.ratio(target, workload, f"limit-q{target.queues}"))
                     else:
-                        row["vs_native"] = _fmt_ratio(self.ratio(target, workload, "native-file"))
+                        row["vs_native"] = _fmt_ratio(
+                            self.ratio(target, workload, f"native-{target.driver}"))
                 if target.system == "vhost":
                     one_queue = Target("vhost", target.driver, 1, target.baseline)
                     row["vs_one_queue"] = _fmt_ratio(self.ratio(target, workload, one_queue.name))
@@ -188,6 +189,13 @@ def check_targets(summary):
           lambda t: "qsd-file", 1.5)
     check("file: no sync cell below QSD", file_targets, lambda w: w.engine == "sync",
           lambda t: "qsd-file", 1.0)
+    rbd_targets = [t for t in bexd if t.driver == "rbd"]
+    check("rbd: every cell ≥ 90 % of `rbd bench` at the same queue depth", rbd_targets,
+          lambda w: True, lambda t: "native-rbd", 0.9)
+    check("rbd: every cell ≥ 1.3× QSD", rbd_targets, lambda w: True, lambda t: "qsd-rbd", 1.3)
+    nbd_targets = [t for t in bexd if t.driver == "nbd"]
+    check("nbd: every cell ≥ 1.3× QSD (same nbdkit server)", nbd_targets, lambda w: True,
+          lambda t: "qsd-nbd", 1.3)
 
     # Issue 13: disk image formats against bexd's raw file export and QSD serving the same image.
     def of(driver):

@@ -7,6 +7,7 @@ import stat
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 
 from harness.matrix import BACKEND, FORMAT_DRIVERS
 
@@ -37,11 +38,37 @@ def format_node(driver, image):
     return node + (",read-only=on" if driver == "qcow2-zlib" else "")
 
 
-def daemon_command(target, binaries, image, mountpoint, size, socket_path, share_dir):
-    """The command line that serves `target`, or None for native (fio on the image itself).
-    FUSE exports mount on `mountpoint`; the vhost-user-fs export and virtiofsd listen on
-    `socket_path`; virtiofsd shares `share_dir`, which holds the image as n0 (the file name the
-    bexd export shows, so that vhost_bench opens the same name on both)."""
+@dataclass(frozen=True)
+class Remote:
+    """Where the remote drivers' stores are: the Ceph cluster's client configuration (rbd) and
+    the NBD server's socket (nbd); None for a driver not in the run."""
+    rbd_conf: str = None
+    nbd_socket: str = None
+
+
+def _node(target, image, size, remote, qsd):
+    """The --blockdev of `target`'s driver, in bexd's or QSD's spelling."""
+    if target.driver in FORMAT_DRIVERS:
+        return format_node(target.driver, image)
+    if target.driver == "null":
+        return f"driver={'null-co' if qsd else 'null'},node-name=n0,size={size},read-zeroes=on"
+    if target.driver == "rbd":
+        # Both with QEMU's default cache mode (librbd's cache on), as `rbd bench` runs.
+        return f"driver=rbd,node-name=n0,pool=rbd,image=bench,conf={remote.rbd_conf}"
+    if target.driver == "nbd":
+        return f"driver=nbd,node-name=n0,server.type=unix,server.path={remote.nbd_socket}"
+    # QEMU refuses aio=native without O_DIRECT.
+    aio = "threads" if qsd and target.driver == "pagecache" else "native"
+    return f"driver=file,node-name=n0,filename={image},{FILE_CACHE[target.driver]},aio={aio}"
+
+
+def daemon_command(target, binaries, image, mountpoint, size, socket_path, share_dir,
+                   remote=Remote()):
+    """The command line that serves `target`, or None for native (fio on the image itself, or
+    `rbd bench`). FUSE exports mount on `mountpoint`; the vhost-user-fs export and virtiofsd
+    listen on `socket_path`; virtiofsd shares `share_dir`, which holds the image as n0 (the file
+    name the bexd export shows, so that vhost_bench opens the same name on both); rbd and nbd
+    nodes reach their stores as `remote` says."""
     if target.system == "native":
         return None
     if target.system == "limit":
@@ -61,13 +88,7 @@ def daemon_command(target, binaries, image, mountpoint, size, socket_path, share
         return command
     writable = "off" if target.driver == "qcow2-zlib" else "on"
     if backend == "bexd":
-        if target.driver in FORMAT_DRIVERS:
-            node = format_node(target.driver, image)
-        elif target.driver == "null":
-            node = f"driver=null,node-name=n0,size={size},read-zeroes=on"
-        else:
-            node = (f"driver=file,node-name=n0,filename={image},{FILE_CACHE[target.driver]},"
-                    "aio=native")
+        node = _node(target, image, size, remote, qsd=False)
         if target.system != "bexd":
             export = (f"type=vhost-user-fs,id=e0,node-name=n0,addr.type=unix,"
                       f"addr.path={socket_path},tag=bench,writable=on,"
@@ -80,15 +101,7 @@ def daemon_command(target, binaries, image, mountpoint, size, socket_path, share
     if target.system == "qsd":
         # QSD 7.2 has one FUSE queue; it does accept an iothread for the export, which moves the
         # request handling off the main loop.
-        if target.driver in FORMAT_DRIVERS:
-            node = format_node(target.driver, image)
-        elif target.driver == "null":
-            node = f"driver=null-co,node-name=n0,size={size},read-zeroes=on"
-        else:
-            # QEMU refuses aio=native without O_DIRECT.
-            aio = "native" if target.driver == "file" else "threads"
-            node = (f"driver=file,node-name=n0,filename={image},{FILE_CACHE[target.driver]},"
-                    f"aio={aio}")
+        node = _node(target, image, size, remote, qsd=True)
         return [binaries["qsd"], "--object", "iothread,id=io0", "--blockdev", node, "--export",
                 f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable={writable},"
                 "iothread=io0"]

@@ -138,8 +138,9 @@ TEST(BlockdevSchemaTest, KeyvalErrorsNameTheKey) {
       "aio: io_uring is not supported by bexd; use native or threads");
   EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=x,aio=posix"), Syntax::kKeyval),
             "aio: expected one of native, threads; got \"posix\"");
-  EXPECT_EQ(BlockdevError(Keyval("driver=vmdk,node-name=d"), Syntax::kKeyval),
-            "driver: 'vmdk' is not supported by bexd (supported: file, null-co, raw, qcow2)");
+  EXPECT_EQ(
+      BlockdevError(Keyval("driver=vmdk,node-name=d"), Syntax::kKeyval),
+      "driver: 'vmdk' is not supported by bexd (supported: file, null-co, raw, qcow2, rbd, nbd)");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=d,latency-ns=-1"), Syntax::kKeyval),
             "latency-ns: expected a non-negative integer, got \"-1\"");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=9d"), Syntax::kKeyval),
@@ -171,6 +172,58 @@ TEST(BlockdevSchemaTest, JsonIsStrictlyTyped) {
   object["size"] = -5;
   EXPECT_EQ(BlockdevError(object, Syntax::kJson, "blockdev[0]"),
             "blockdev[0].size: expected a size in bytes (a non-negative integer), got -5");
+}
+
+// QEMU's BlockdevOptionsNbd: the server as a SocketAddress, the export, reconnect-delay.
+TEST(BlockdevSchemaTest, NbdAsQemuWritesIt) {
+  absl::StatusOr<block::BlockdevOptions> inet = ParseBlockdevOptions(
+      Keyval("driver=nbd,node-name=n0,server.type=inet,server.host=10.0.0.1,server.port=10809,"
+             "export=disk,reconnect-delay=30"),
+      Syntax::kKeyval);
+  ASSERT_TRUE(inet.ok()) << inet.status();
+  const auto& nbd = std::get<block::NbdOptions>(inet->driver);
+  EXPECT_EQ(nbd.transport, block::NbdOptions::Transport::kInet);
+  EXPECT_EQ(nbd.host, "10.0.0.1");
+  EXPECT_EQ(nbd.port, "10809");
+  EXPECT_EQ(nbd.export_name, "disk");
+  EXPECT_EQ(nbd.reconnect_delay, 30u);
+
+  absl::StatusOr<block::BlockdevOptions> unix_socket =
+      ParseBlockdevOptions(json{{"driver", "nbd"},
+                                {"node-name", "n0"},
+                                {"server", {{"type", "unix"}, {"path", "/run/nbd.sock"}}}},
+                           Syntax::kJson);
+  ASSERT_TRUE(unix_socket.ok()) << unix_socket.status();
+  const auto& local = std::get<block::NbdOptions>(unix_socket->driver);
+  EXPECT_EQ(local.transport, block::NbdOptions::Transport::kUnix);
+  EXPECT_EQ(local.path, "/run/nbd.sock");
+  EXPECT_EQ(local.export_name, "");
+  EXPECT_EQ(local.reconnect_delay, 0u);
+}
+
+TEST(BlockdevSchemaTest, NbdErrors) {
+  EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0"), Syntax::kKeyval),
+            "server.type: missing (required)");
+  EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=inet,server.host=h"),
+                          Syntax::kKeyval),
+            "server.port: missing (required)");
+  EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=vsock,server.cid=3"),
+                          Syntax::kKeyval),
+            "server.type: 'vsock' is not supported by bexd (supported: inet, unix)");
+  EXPECT_EQ(
+      BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,tls-creds=t0"),
+                    Syntax::kKeyval),
+      "tls-creds: TLS is not supported by bexd's nbd driver yet; connect without it (over a unix "
+      "socket or a private network)");
+  EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
+                                 "reconnect-delay=-1"),
+                          Syntax::kKeyval),
+            "reconnect-delay: expected a non-negative integer, got \"-1\"");
+  EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
+                                 "open-timeout=5"),
+                          Syntax::kKeyval),
+            "open-timeout: unknown option (known here: cache, discard, driver, export, node-name, "
+            "read-only, reconnect-delay, server, tls-creds)");
 }
 
 TEST_F(SchemaTest, FuseExportFromKeyvalAsQsdWritesIt) {
@@ -317,7 +370,7 @@ TEST(ControlSchemaTest, Errors) {
     return id.ok() ? std::string() : std::string(id.status().message());
   };
   EXPECT_EQ(object_error("memory-backend-file,id=m"),
-            "qom-type: 'memory-backend-file' is not supported (bexd knows iothread)");
+            "qom-type: 'memory-backend-file' is not supported (bexd knows iothread, secret)");
   EXPECT_EQ(object_error("iothread,id=t,poll-max-ns=0"),
             "poll-max-ns: unknown option (known here: id, qom-type)");
   auto chardev_error = [](std::string_view text) {

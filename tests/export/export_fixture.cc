@@ -77,19 +77,30 @@ std::shared_ptr<block::BlockNode> OpenFileNode(const std::string& filename, bool
   return node.ok() ? *node : nullptr;
 }
 
-std::string RunCommand(const std::string& command, int* exit_status) {
-  std::string output;
-  FILE* pipe = ::popen(("timeout -k 10 180 " + command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) {
-    *exit_status = -1;
-    return output;
+void ExpectFioVerifies(Export* running, const std::string& mountpoint, uint64_t job_bytes) {
+  int status = 0;
+  const std::string output =
+      RunCommand("fio --name=fusejob --filename=" + mountpoint +
+                     " --ioengine=libaio --direct=1 --iodepth=16 --rw=randwrite --bs=4k"
+                     " --size=" +
+                     std::to_string(job_bytes) +
+                     " --numjobs=4 --offset_increment=" + std::to_string(job_bytes) +
+                     " --verify=crc32c --verify_fatal=1 --do_verify=1 --verify_state_save=0"
+                     " --group_reporting",
+                 &status);
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_EQ(output.find("verify:"), std::string::npos) << output;
+  EXPECT_EQ(output.find("verify failed"), std::string::npos) << output;
+  EXPECT_NE(output.find("err= 0"), std::string::npos) << output;
+  EXPECT_NE(output.find("Run status group"), std::string::npos) << output;
+
+  uint64_t writes = 0, reads = 0;
+  for (const auto& queue : running->Stats()) {
+    writes += queue.write_requests;
+    reads += queue.read_requests;
   }
-  char chunk[4096];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), pipe)) > 0) output.append(chunk, n);
-  const int status = ::pclose(pipe);
-  *exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
+  EXPECT_GE(writes, 4 * job_bytes / 4096);  // every block written once...
+  EXPECT_GE(reads, 4 * job_bytes / 4096);   // ...and read back for verification
 }
 
 std::shared_ptr<block::BlockNode> OpenNullNode(uint64_t size) {
@@ -117,13 +128,14 @@ ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t
   return options;
 }
 
-Daemon::Daemon(const std::vector<std::string>& args) {
+Daemon::Daemon(const std::vector<std::string>& args, const std::vector<std::string>& launcher) {
   std::vector<char*> argv;
+  for (const std::string& arg : launcher) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(const_cast<char*>(BEXD_BINARY));
   for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
-  const int error = ::posix_spawn(&pid_, BEXD_BINARY, nullptr, nullptr, argv.data(), environ);
-  EXPECT_EQ(error, 0) << "cannot run " << BEXD_BINARY << ": " << std::strerror(error);
+  const int error = ::posix_spawnp(&pid_, argv[0], nullptr, nullptr, argv.data(), environ);
+  EXPECT_EQ(error, 0) << "cannot run " << argv[0] << ": " << std::strerror(error);
   if (error != 0) pid_ = -1;
 }
 

@@ -18,10 +18,12 @@
 #include "block/options.h"
 #include "export/export.h"
 #include "export/options.h"
+#include "tests/support/run_command.h"
 #include "tests/support/scratch_dir.h"
 
 namespace bexd::exp::testing {
 
+using bexd::testing::RunCommand;
 using bexd::testing::ScratchDir;
 
 // Byte `offset` of the pattern `seed`: every position of every seed differs from its neighbours,
@@ -49,17 +51,23 @@ std::shared_ptr<block::BlockNode> OpenFileNode(const std::string& filename, bool
                                                block::AioMode aio = block::AioMode::kNative);
 std::shared_ptr<block::BlockNode> OpenNullNode(uint64_t size);
 
-// Runs `command` through the shell with a time limit (180 s); its combined output and exit
-// status (-1 if it did not exit normally).
-std::string RunCommand(const std::string& command, int* exit_status);
+// fio with four jobs on the export at `mountpoint`, each writing its own `job_bytes` at random
+// (4k, libaio, O_DIRECT, queue depth 16) and verifying them with crc32c; checks fio's verdict
+// and that every block went through the export's queues.
+inline constexpr uint64_t kFioJobBytes = 16 << 20;
+void ExpectFioVerifies(Export* running, const std::string& mountpoint,
+                       uint64_t job_bytes = kFioJobBytes);
 
 ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t num_queues = 2,
                           bool growable = false);
 
 // A bexd process (BEXD_BINARY) with the given arguments; killed on destruction if still running.
+// `launcher` runs it (found on PATH, given bexd's command line after its own arguments): e.g.
+// nsenter into another network namespace, which execs bexd in place.
 class Daemon {
  public:
-  explicit Daemon(const std::vector<std::string>& args);
+  explicit Daemon(const std::vector<std::string>& args,
+                  const std::vector<std::string>& launcher = {});
   ~Daemon();
   // Waits (up to 20 s) until a FUSE file system is mounted on `path`.
   bool WaitMounted(const std::string& path) const;

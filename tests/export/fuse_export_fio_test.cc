@@ -12,34 +12,7 @@ namespace {
 
 using FioTest = FuseExportTest;
 
-constexpr uint64_t kJobBytes = 16 << 20;
-
-// Four fio jobs, each writing its own quarter of the export at random and verifying it.
-void ExpectFioVerifies(Export* running, const std::string& mountpoint) {
-  int status = 0;
-  const std::string output =
-      RunCommand("fio --name=fusejob --filename=" + mountpoint +
-                     " --ioengine=libaio --direct=1 --iodepth=16 --rw=randwrite --bs=4k"
-                     " --size=" +
-                     std::to_string(kJobBytes) +
-                     " --numjobs=4 --offset_increment=" + std::to_string(kJobBytes) +
-                     " --verify=crc32c --verify_fatal=1 --do_verify=1 --verify_state_save=0"
-                     " --group_reporting",
-                 &status);
-  EXPECT_EQ(status, 0) << output;
-  EXPECT_EQ(output.find("verify:"), std::string::npos) << output;
-  EXPECT_EQ(output.find("verify failed"), std::string::npos) << output;
-  EXPECT_NE(output.find("err= 0"), std::string::npos) << output;
-  EXPECT_NE(output.find("Run status group"), std::string::npos) << output;
-
-  uint64_t writes = 0, reads = 0;
-  for (const auto& queue : running->Stats()) {
-    writes += queue.write_requests;
-    reads += queue.read_requests;
-  }
-  EXPECT_GE(writes, 4 * kJobBytes / 4096);  // every block written once...
-  EXPECT_GE(reads, 4 * kJobBytes / 4096);   // ...and read back for verification
-}
+constexpr uint64_t kJobBytes = kFioJobBytes;
 
 TEST_F(FioTest, FourJobsVerifyCrc32cOnFourQueues) {
   const std::string image = scratch_.CreateFile("image", 4 * kJobBytes);

@@ -1,0 +1,475 @@
+#include "block/nbd/nbd_connection.h"
+
+#include <fmt/format.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "block/zero_buffer.h"
+#include "util/log.h"
+#include "util/rate_limit.h"
+
+namespace bexd::block {
+namespace {
+
+enum Tag : uint32_t { kSocketTag, kWakeTag, kTimerTag };
+
+// NBD's fields are 32 bits wide; libnbd allows 64 MiB per read or write.
+constexpr uint64_t kMaxRangeCommand = uint64_t{1} << 30;  // trim, write-zeroes, block status
+constexpr uint32_t kMaxDataCommand = uint32_t{32} << 20;  // QEMU's NBD_MAX_BUFFER_SIZE
+
+NbdRequestState* StateOf(IoRequest* request) { return DriverState<NbdRequestState>(request); }
+
+// Every command's completion callback points at its request.
+nbd_completion_callback Completion(IoRequest* request, int (*callback)(void*, int*)) {
+  return nbd_completion_callback{.callback = callback, .user_data = request, .free = nullptr};
+}
+
+bool Ended(nbd_handle* handle) { return nbd_aio_is_dead(handle) || nbd_aio_is_closed(handle); }
+
+void Drain(int fd) {
+  uint64_t value;
+  [[maybe_unused]] ssize_t n = read(fd, &value, sizeof(value));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NbdConnection>> NbdConnection::Create(const NbdNodeLink& link,
+                                                                     NbdHandle handle,
+                                                                     FinishFn finish,
+                                                                     void* context) {
+  std::unique_ptr<NbdConnection> connection(new NbdConnection(link, finish, context));
+  absl::Status status = connection->SetUp(std::move(handle));
+  if (!status.ok()) {
+    return absl::Status(
+        status.code(), fmt::format("node '{}': {}", link.node_name, std::string(status.message())));
+  }
+  return connection;
+}
+
+absl::Status NbdConnection::SetUp(NbdHandle handle) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (epoll_fd_ < 0 || wake_fd_ < 0 || timer_fd_ < 0) {
+    return absl::ErrnoToStatus(errno, "cannot create the NBD connection's descriptors");
+  }
+  for (auto [fd, tag] : {std::pair{wake_fd_, kWakeTag}, std::pair{timer_fd_, kTimerTag}}) {
+    struct epoll_event event = {.events = EPOLLIN, .data = {.u32 = tag}};
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
+      return absl::ErrnoToStatus(errno, "cannot watch the NBD connection's descriptors");
+    }
+  }
+  return Adopt(std::move(handle));
+}
+
+absl::Status NbdConnection::Adopt(NbdHandle handle) {
+  const int fd = nbd_aio_get_fd(handle.get());
+  struct epoll_event event = {.events = EPOLLIN, .data = {.u32 = kSocketTag}};
+  if (fd < 0 || epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
+    return absl::ErrnoToStatus(errno, "cannot watch the NBD socket");
+  }
+  handle_ = std::move(handle);
+  info_ = ReadServerInfo(handle_.get());
+  max_payload_ =
+      info_.max_payload == 0 ? kMaxDataCommand : std::min(info_.max_payload, kMaxDataCommand);
+  socket_fd_ = fd;
+  socket_events_ = EPOLLIN;
+  return absl::OkStatus();
+}
+
+NbdConnection::~NbdConnection() {
+  if (link_.connector != nullptr) link_.connector->Withdraw(this);
+  nbd_close(delivered_.exchange(nullptr));
+  handle_.reset();
+  for (int fd : {epoll_fd_, wake_fd_, timer_fd_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+void NbdConnection::Start(IoRequest* request) {
+  ++in_flight_;
+  Route(request);
+}
+
+void NbdConnection::Route(IoRequest* request) {
+  switch (state_) {
+    case State::kConnected:
+      Issue(request);
+      break;
+    case State::kWaiting:
+      held_.PushBack(request);
+      break;
+    case State::kFailing:
+      Finish(request, -EIO);
+      break;
+  }
+}
+
+void NbdConnection::FinishLater(IoRequest* request, int64_t result) {
+  ++in_flight_;
+  Finish(request, result);
+}
+
+void NbdConnection::Finish(IoRequest* request, int64_t result) {
+  StateOf(request)->result = result;
+  finished_.PushBack(request);
+}
+
+// Every command of the request holds one count in `commands`, and so does this function while it
+// issues them: a command that completes at once (libnbd fails them all when the connection dies
+// under a send) cannot hand the request on before the last one is issued.
+void NbdConnection::Issue(IoRequest* request) {
+  NbdRequestState* state = StateOf(request);
+  state->connection = this;
+  state->commands = 1;
+  state->error = 0;
+  state->lost = false;
+  state->flush_after = false;
+  state->extent_seen = false;
+  nbd_handle* handle = handle_.get();
+  const uint64_t size = info_.size;
+  switch (request->op) {
+    case IoOp::kRead:
+      IssueData(request, 0);
+      break;
+    case IoOp::kWrite: {
+      uint32_t flags = 0;
+      if (request->flags & kIoFua) {
+        // Without FUA, a flush after the write makes it durable (a server that cannot flush
+        // writes through).
+        if (info_.can_fua) {
+          flags = LIBNBD_CMD_FLAG_FUA;
+        } else {
+          state->flush_after = info_.can_flush;
+        }
+      }
+      IssueData(request, flags);
+      break;
+    }
+    case IoOp::kFlush:
+      if (info_.can_flush) {
+        Send(request,
+             [&] { return nbd_aio_flush(handle, Completion(request, &OnCommandDone), 0); });
+      }
+      break;
+    case IoOp::kDiscard:
+      // A hint the server may not take.
+      if (info_.can_trim) IssueRanges(request, 0);
+      break;
+    case IoOp::kWriteZeroes:
+      if (info_.can_zero) {
+        IssueRanges(request, (request->flags & kIoMayUnmap) ? 0 : LIBNBD_CMD_FLAG_NO_HOLE);
+      } else {
+        IssueZeroWrites(request);
+      }
+      break;
+    case IoOp::kBlockStatus:
+      if (request->offset >= size) break;
+      if (!info_.block_status) break;  // all data (Outcome)
+      Send(request, [&] {
+        return nbd_aio_block_status(
+            handle, std::min({request->length, size - request->offset, kMaxRangeCommand}),
+            request->offset,
+            nbd_extent_callback{.callback = &OnExtent, .user_data = request, .free = nullptr},
+            Completion(request, &OnCommandDone), LIBNBD_CMD_FLAG_REQ_ONE);
+      });
+      break;
+    case IoOp::kAllocate:
+      // NBD cannot reserve space on the server (QEMU's FUSE export answers the same).
+      state->error = EOPNOTSUPP;
+      break;
+    default:
+      state->error = EINVAL;
+      break;
+  }
+  if (--state->commands == 0) completed_.PushBack(request);
+}
+
+void NbdConnection::IssueData(IoRequest* request, uint32_t flags) {
+  NbdRequestState* state = StateOf(request);
+  nbd_handle* handle = handle_.get();
+  uint64_t offset = request->offset;
+  for (int i = 0; i < request->iovcnt; ++i) {
+    char* data = static_cast<char*>(request->iov[i].iov_base);
+    size_t left = request->iov[i].iov_len;
+    while (left > 0) {
+      const size_t length = std::min<size_t>(left, max_payload_);
+      Send(request, [&] {
+        return request->op == IoOp::kRead
+                   ? nbd_aio_pread(handle, data, length, offset,
+                                   Completion(request, &OnCommandDone), 0)
+                   : nbd_aio_pwrite(handle, data, length, offset,
+                                    Completion(request, &OnCommandDone), flags);
+      });
+      if (state->lost || state->error != 0) return;
+      data += length;
+      offset += length;
+      left -= length;
+    }
+  }
+}
+
+void NbdConnection::IssueRanges(IoRequest* request, uint32_t flags) {
+  NbdRequestState* state = StateOf(request);
+  nbd_handle* handle = handle_.get();
+  const uint64_t end = request->offset + request->length;
+  for (uint64_t offset = request->offset; offset < end; offset += kMaxRangeCommand) {
+    const uint64_t length = std::min(end - offset, kMaxRangeCommand);
+    Send(request, [&] {
+      return request->op == IoOp::kDiscard
+                 ? nbd_aio_trim(handle, length, offset, Completion(request, &OnCommandDone), 0)
+                 : nbd_aio_zero(handle, length, offset, Completion(request, &OnCommandDone), flags);
+    });
+    if (state->lost || state->error != 0) return;
+  }
+}
+
+// For a server without WRITE_ZEROES: writes from the static zero buffer, as QEMU's block layer
+// falls back to.
+void NbdConnection::IssueZeroWrites(IoRequest* request) {
+  NbdRequestState* state = StateOf(request);
+  nbd_handle* handle = handle_.get();
+  const uint64_t chunk_limit = std::min<uint64_t>(kZeroBufferSize, max_payload_);
+  const uint64_t end = request->offset + request->length;
+  for (uint64_t offset = request->offset; offset < end; offset += chunk_limit) {
+    const uint64_t length = std::min(end - offset, chunk_limit);
+    Send(request, [&] {
+      return nbd_aio_pwrite(handle, ZeroBuffer(), length, offset,
+                            Completion(request, &OnCommandDone), 0);
+    });
+    if (state->lost || state->error != 0) return;
+  }
+}
+
+template <typename Command>
+void NbdConnection::Send(IoRequest* request, Command command) {
+  NbdRequestState* state = StateOf(request);
+  // Counted first: libnbd may run the completion callback inside the call (when the connection
+  // dies under the send, it fails every command at once).
+  ++state->commands;
+  if (command() >= 0) {
+    // Queued even if the send found the connection dead; libnbd's error then says why.
+    if (lost_reason_.empty() && Ended(handle_.get())) NoteLostReason();
+    return;
+  }
+  // Refused before it was queued, so its callback never runs.
+  --state->commands;
+  if (Ended(handle_.get())) {
+    state->lost = true;
+  } else if (state->error == 0) {
+    const int error = nbd_get_errno();
+    state->error = error != 0 ? error : EIO;
+    static log::RateLimit refused;
+    log::Limited(refused, log::Level::kWarn, "node '{}': libnbd refused a request: {}",
+                 link_.node_name, nbd_get_error() != nullptr ? nbd_get_error() : "no reason");
+  }
+}
+
+void NbdConnection::IssueFlushAfterWrite(IoRequest* request) {
+  NbdRequestState* state = StateOf(request);
+  state->flush_after = false;
+  state->commands = 1;
+  Send(request,
+       [&] { return nbd_aio_flush(handle_.get(), Completion(request, &OnCommandDone), 0); });
+  if (--state->commands == 0) completed_.PushBack(request);
+}
+
+int NbdConnection::OnCommandDone(void* user_data, int* error) {
+  auto* request = static_cast<IoRequest*>(user_data);
+  NbdRequestState* state = StateOf(request);
+  if (*error == ENOTCONN) {
+    state->lost = true;  // libnbd's error for commands cut off by a lost connection
+  } else if (*error != 0 && state->error == 0) {
+    state->error = *error;
+  }
+  if (--state->commands == 0) state->connection->completed_.PushBack(request);
+  return 1;  // retire the command
+}
+
+int NbdConnection::OnExtent(void* user_data, const char* context, uint64_t offset,
+                            uint32_t* entries, size_t count, int* error) {
+  NbdRequestState* state = StateOf(static_cast<IoRequest*>(user_data));
+  if (state->extent_seen || count < 2 ||
+      std::strcmp(context, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0) {
+    return 0;
+  }
+  state->extent_seen = true;
+  state->extent_length = entries[0];
+  state->extent_flags = entries[1];
+  return 0;
+}
+
+int64_t NbdConnection::Outcome(IoRequest* request) const {
+  const NbdRequestState* state = StateOf(request);
+  if (state->error != 0) return -state->error;
+  switch (request->op) {
+    case IoOp::kFlush:
+      return 0;
+    case IoOp::kBlockStatus: {
+      if (request->offset >= info_.size) return 0;
+      const uint64_t length = std::min(request->length, info_.size - request->offset);
+      if (!info_.block_status) {
+        request->status_data = true;
+        return static_cast<int64_t>(length);
+      }
+      // A server must describe at least one extent of a non-empty range.
+      if (!state->extent_seen || state->extent_length == 0) return -EIO;
+      // A hole reads as zeroes only when the server says so too.
+      const uint32_t hole = LIBNBD_STATE_HOLE | LIBNBD_STATE_ZERO;
+      request->status_data = (state->extent_flags & hole) != hole;
+      return static_cast<int64_t>(std::min<uint64_t>(state->extent_length, length));
+    }
+    default:
+      return static_cast<int64_t>(request->length);
+  }
+}
+
+// Queue threads wait for wait_fd() edge-triggered, so nothing may be left ready in the epoll set
+// when this returns: no new edge would come for it. libnbd reads one reply per notification and
+// leaves the rest in the socket, so this runs until the set has nothing more to report.
+void NbdConnection::Process() {
+  bool handled = true;
+  while (handled) {
+    handled = HandleEvents();
+    do {
+      Settle();
+      RequestList done;
+      done.Splice(finished_);
+      while (IoRequest* request = done.PopFront()) {
+        --in_flight_;
+        finish_(context_, request, StateOf(request)->result);
+      }
+      // FinishFn may have started requests that ended at once (refused, or the connection gone).
+    } while (!finished_.empty() || !completed_.empty());
+    WatchSocket();
+  }
+}
+
+bool NbdConnection::HandleEvents() {
+  struct epoll_event events[3];
+  const int count = epoll_wait(epoll_fd_, events, 3, 0);
+  for (int i = 0; i < count; ++i) {
+    const uint32_t ready = events[i].events;
+    switch (events[i].data.u32) {
+      case kSocketTag:
+        if (handle_ == nullptr) break;
+        if ((ready & (EPOLLIN | EPOLLHUP | EPOLLERR)) && nbd_aio_notify_read(handle_.get()) == -1) {
+          NoteLostReason();
+        }
+        if ((ready & EPOLLOUT) && !Ended(handle_.get()) &&
+            nbd_aio_notify_write(handle_.get()) == -1) {
+          NoteLostReason();
+        }
+        break;
+      case kWakeTag:
+        Drain(wake_fd_);
+        if (nbd_handle* handle = delivered_.exchange(nullptr)) Install(NbdHandle(handle));
+        break;
+      case kTimerTag:
+        Drain(timer_fd_);
+        DelayOver();
+        break;
+    }
+  }
+  return count > 0;
+}
+
+void NbdConnection::Settle() {
+  if (handle_ != nullptr && Ended(handle_.get())) LoseConnection();
+  while (IoRequest* request = completed_.PopFront()) {
+    NbdRequestState* state = StateOf(request);
+    const bool flush_lost = state->flush_after && state->error == 0 && state_ != State::kConnected;
+    if (state->lost || flush_lost) {
+      // Reads and writes are idempotent, so the whole request goes again on the next connection
+      // (at once if one came before this was sorted).
+      Route(request);
+      continue;
+    }
+    if (state->flush_after && state->error == 0) {
+      IssueFlushAfterWrite(request);
+      continue;
+    }
+    Finish(request, Outcome(request));
+  }
+}
+
+void NbdConnection::NoteLostReason() {
+  const char* error = nbd_get_error();
+  if (lost_reason_.empty() && error != nullptr) lost_reason_ = error;
+}
+
+void NbdConnection::LoseConnection() {
+  static log::RateLimit lost;
+  if (nbd_aio_is_closed(handle_.get())) lost_reason_ = "the server closed it";
+  const uint32_t delay = link_.options.reconnect_delay;
+  log::Limited(lost, log::Level::kWarn, "node '{}': lost the connection to NBD server {} ({}); {}",
+               link_.node_name, NbdAddress(link_.options),
+               lost_reason_.empty() ? "no reason given" : lost_reason_,
+               delay > 0 ? fmt::format("requests wait up to {} s for a new connection", delay)
+                         : std::string("requests fail with EIO until it is back"));
+  lost_reason_.clear();
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, socket_fd_, nullptr);
+  socket_fd_ = -1;
+  handle_.reset();
+  if (delay > 0) {
+    state_ = State::kWaiting;
+    struct itimerspec expiry = {};
+    expiry.it_value.tv_sec = static_cast<time_t>(delay);
+    timerfd_settime(timer_fd_, 0, &expiry, nullptr);
+  } else {
+    state_ = State::kFailing;
+  }
+  link_.connector->Request(this);
+}
+
+void NbdConnection::DelayOver() {
+  if (state_ != State::kWaiting) return;
+  static log::RateLimit still_away;
+  log::Limited(still_away, log::Level::kWarn,
+               "node '{}': NBD server {} is still away after reconnect-delay ({} s); requests "
+               "fail with EIO until it is back",
+               link_.node_name, NbdAddress(link_.options), link_.options.reconnect_delay);
+  state_ = State::kFailing;
+  while (IoRequest* request = held_.PopFront()) Finish(request, -EIO);
+}
+
+void NbdConnection::Reconnected(NbdHandle handle) {
+  nbd_close(delivered_.exchange(handle.release()));
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+}
+
+void NbdConnection::Install(NbdHandle handle) {
+  if (handle_ != nullptr) return;  // already connected: the spare just closes
+  if (absl::Status status = Adopt(std::move(handle)); !status.ok()) {
+    log::Error("node '{}': {}", link_.node_name, std::string(status.message()));
+    link_.connector->Request(this);
+    return;
+  }
+  const struct itimerspec disarm = {};
+  timerfd_settime(timer_fd_, 0, &disarm, nullptr);
+  state_ = State::kConnected;
+  static log::RateLimit reconnected;
+  log::Limited(reconnected, log::Level::kInfo, "node '{}': reconnected to NBD server {}",
+               link_.node_name, NbdAddress(link_.options));
+  RequestList retry;
+  retry.Splice(held_);
+  while (IoRequest* request = retry.PopFront()) Issue(request);
+}
+
+void NbdConnection::WatchSocket() {
+  if (handle_ == nullptr) return;
+  const bool wants_write = nbd_aio_get_direction(handle_.get()) & LIBNBD_AIO_DIRECTION_WRITE;
+  const uint32_t events = EPOLLIN | (wants_write ? uint32_t{EPOLLOUT} : 0u);
+  if (events == socket_events_) return;
+  struct epoll_event event = {.events = events, .data = {.u32 = kSocketTag}};
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, socket_fd_, &event) == 0) socket_events_ = events;
+}
+
+}  // namespace bexd::block

@@ -1,0 +1,131 @@
+// One connection to the NBD server, driven by one thread through libnbd's asynchronous API: a
+// queue thread's own connection (the server allows multi-conn) or the node's one shared
+// connection, driven by its connection thread. Requests become NBD commands whose completion
+// callbacks only note the result; Process() runs libnbd's state machine on socket readiness and
+// finishes requests outside libnbd.
+//
+// When the server goes away, in-flight and new requests wait (held) for up to reconnect-delay
+// seconds while the node's NbdConnector connects again; a new connection re-sends them. Once the
+// delay is over they fail with EIO, and so does every new request until the server is back.
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "block/io_request.h"
+#include "block/nbd/nbd_connector.h"
+#include "block/nbd/nbd_handle.h"
+#include "block/nbd/nbd_request.h"
+#include "block/request_list.h"
+
+namespace bexd::block {
+
+// What every connection of one node shares; owned by the node, which outlives its connections.
+struct NbdNodeLink {
+  std::string node_name;
+  NbdOptions options;
+  NbdServerInfo opened;  // what the server offered when the node was opened
+  NbdConnector* connector = nullptr;
+};
+
+class NbdConnection final : public NbdReconnectClient {
+ public:
+  // Receives each finished request with its result (bytes, 0, or -errno); called from Process(),
+  // never from inside libnbd, so it may start requests again.
+  using FinishFn = void (*)(void* context, IoRequest* request, int64_t result);
+
+  static absl::StatusOr<std::unique_ptr<NbdConnection>> Create(const NbdNodeLink& link,
+                                                               NbdHandle handle, FinishFn finish,
+                                                               void* context);
+  // Closes the connection: commands still in it and requests held for a reconnection are
+  // dropped without their callbacks (libnbd no longer touches their buffers).
+  ~NbdConnection();
+  NbdConnection(const NbdConnection&) = delete;
+  NbdConnection& operator=(const NbdConnection&) = delete;
+
+  // Readable (an epoll set of the socket, the reconnect hand-over and the delay timer) when
+  // Process() has something to do. The same descriptor across reconnections.
+  int wait_fd() const { return epoll_fd_; }
+
+  // Sends the request's commands, holds it for a reconnection, or fails it; never finishes it
+  // here (a failure is reported by the next Process()).
+  void Start(IoRequest* request);
+  // Finishes `request` with `result` in the next Process(), without I/O.
+  void FinishLater(IoRequest* request, int64_t result);
+  // Runs what wait_fd() reports, without blocking, and finishes what is done; repeats until the
+  // requests that FinishFn started are under way or finished.
+  void Process();
+  // Requests started and not yet finished.
+  uint32_t in_flight() const { return in_flight_; }
+
+  void Reconnected(NbdHandle handle) override;
+
+ private:
+  enum class State {
+    kConnected,
+    kWaiting,  // lost; holding requests until reconnected or the delay is over
+    kFailing,  // lost and the delay is over: requests fail with EIO
+  };
+
+  NbdConnection(const NbdNodeLink& link, FinishFn finish, void* context)
+      : link_(link), finish_(finish), context_(context) {}
+  absl::Status SetUp(NbdHandle handle);
+  // Takes `handle` as the live connection and watches its socket.
+  absl::Status Adopt(NbdHandle handle);
+
+  // Issues, holds or fails the request, as the connection's state says.
+  void Route(IoRequest* request);
+  void Issue(IoRequest* request);
+  void IssueData(IoRequest* request, uint32_t flags);
+  void IssueRanges(IoRequest* request, uint32_t flags);
+  void IssueZeroWrites(IoRequest* request);
+  // Sends one NBD command (`command` calls nbd_aio_*), counting it in the request's state, or
+  // notes why libnbd refused it.
+  template <typename Command>
+  void Send(IoRequest* request, Command command);
+  void IssueFlushAfterWrite(IoRequest* request);
+  void Finish(IoRequest* request, int64_t result);
+  int64_t Outcome(IoRequest* request) const;
+
+  // libnbd's callbacks; user_data is the request.
+  static int OnCommandDone(void* user_data, int* error);
+  static int OnExtent(void* user_data, const char* context, uint64_t offset, uint32_t* entries,
+                      size_t count, int* error);
+
+  // Runs what the epoll set reports; false if it reported nothing.
+  bool HandleEvents();
+  void Settle();  // sorts commands' completions and notices a lost connection
+  // Keeps libnbd's message for the failure that killed the connection, for the log.
+  void NoteLostReason();
+  void LoseConnection();
+  void DelayOver();
+  void Install(NbdHandle handle);
+  void WatchSocket();
+
+  const NbdNodeLink& link_;
+  const FinishFn finish_;
+  void* const context_;
+
+  NbdHandle handle_;  // null while lost
+  NbdServerInfo info_;
+  uint32_t max_payload_ = 0;
+  State state_ = State::kConnected;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;   // eventfd: the connector delivered a handle
+  int timer_fd_ = -1;  // the end of reconnect-delay
+  int socket_fd_ = -1;
+  uint32_t socket_events_ = 0;
+  std::atomic<nbd_handle*> delivered_{nullptr};
+  std::string lost_reason_;
+
+  RequestList completed_;  // every command done (callbacks ran), to be sorted by Settle()
+  RequestList held_;       // waiting for a reconnection
+  RequestList finished_;   // results final, for FinishFn
+  uint32_t in_flight_ = 0;
+};
+
+}  // namespace bexd::block

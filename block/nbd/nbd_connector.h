@@ -1,0 +1,61 @@
+// The reconnect loop of one nbd node. A connection that lost its server asks for a new one here;
+// this thread connects (blocking, so never on a queue thread), checks that the server still
+// serves the same export, and hands the new handle over. Attempts follow QEMU's connect thread:
+// the first at once, then after 1, 2, 4, 8 and 16 s, and every 16 s from then on; each attempt
+// is given up after kNbdConnectTimeout.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "block/nbd/nbd_handle.h"
+#include "block/options.h"
+
+namespace bexd::block {
+
+class NbdReconnectClient {
+ public:
+  // Runs on the connector's thread, under its lock: store the handle and wake the owner.
+  virtual void Reconnected(NbdHandle handle) = 0;
+
+ protected:
+  ~NbdReconnectClient() = default;
+};
+
+class NbdConnector {
+ public:
+  // `opened` is what the server offered when the node was opened; a new connection must match it
+  // (CheckSameExport).
+  NbdConnector(std::string node_name, NbdOptions options, NbdServerInfo opened, bool writable,
+               bool multi_conn);
+  // Cancels an attempt under way and joins the thread.
+  ~NbdConnector();
+  NbdConnector(const NbdConnector&) = delete;
+  NbdConnector& operator=(const NbdConnector&) = delete;
+
+  // Queues `client` for the next connection that works (first come, first served).
+  void Request(NbdReconnectClient* client);
+  // Once this returns, the connector will not call `client` again.
+  void Withdraw(NbdReconnectClient* client);
+
+ private:
+  void Loop();
+
+  const std::string node_name_;
+  const NbdOptions options_;
+  const NbdServerInfo opened_;
+  const bool writable_;
+  const bool multi_conn_;
+  int cancel_fd_ = -1;  // eventfd: ends a connection attempt at once when the node closes
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<NbdReconnectClient*> waiting_;
+  bool stopping_ = false;
+  std::thread thread_;  // started by the first Request
+};
+
+}  // namespace bexd::block

@@ -1,0 +1,141 @@
+#include "block/nbd/nbd_node.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+
+#include <cerrno>
+
+#include "block/nbd/nbd_own_queue.h"
+#include "block/nbd/nbd_shared_queue.h"
+#include "util/log.h"
+
+namespace bexd::block {
+namespace {
+
+absl::Status Annotate(const absl::Status& status, std::string_view prefix) {
+  return absl::Status(status.code(), fmt::format("{}: {}", prefix, std::string(status.message())));
+}
+
+// Whether a connection nobody has used yet is still open: a server that went away meanwhile has
+// left it readable (end of file), since it has no reply to send.
+bool StillOpen(nbd_handle* handle) {
+  if (!nbd_aio_is_ready(handle)) return false;
+  struct pollfd socket = {nbd_aio_get_fd(handle), POLLIN, 0};
+  return socket.fd >= 0 && poll(&socket, 1, 0) == 0;
+}
+
+}  // namespace
+
+NbdNode::NbdNode(std::string node_name, const NbdOptions& options, const NbdServerInfo& opened,
+                 bool read_only)
+    : BlockNode(node_name),
+      link_{.node_name = node_name, .options = options, .opened = opened},
+      read_only_(read_only),
+      connector_(std::make_unique<NbdConnector>(node_name, options, opened, !read_only,
+                                                opened.can_multi_conn)) {
+  link_.connector = connector_.get();
+}
+
+NbdNode::~NbdNode() = default;
+
+absl::StatusOr<std::shared_ptr<NbdNode>> NbdNode::Open(std::string node_name,
+                                                       const NbdOptions& options, bool read_only) {
+  const std::string address = NbdAddress(options);
+  absl::StatusOr<NbdHandle> handle = ConnectNbd(options, -1, kNbdConnectTimeout);
+  if (!handle.ok()) {
+    return Annotate(handle.status(),
+                    fmt::format("node '{}': cannot connect to NBD server {}", node_name, address));
+  }
+  const NbdServerInfo info = ReadServerInfo(handle->get());
+  if (info.read_only && !read_only) {
+    return absl::InvalidArgumentError(
+        fmt::format("node '{}': NBD server {} exports '{}' read-only; open the node with "
+                    "read-only=on",
+                    node_name, address, options.export_name));
+  }
+  std::shared_ptr<NbdNode> node(new NbdNode(node_name, options, info, read_only));
+  if (info.can_multi_conn) {
+    node->spare_ = *std::move(handle);
+  } else {
+    absl::StatusOr<std::unique_ptr<NbdConnectionThread>> thread =
+        NbdConnectionThread::Start(node->link_, *std::move(handle));
+    if (!thread.ok()) return thread.status();
+    node->connection_thread_ = *std::move(thread);
+  }
+  log::Info("node '{}': {}", node_name, node->description());
+  return node;
+}
+
+uint32_t NbdNode::request_alignment() const {
+  const NbdServerInfo& info = link_.opened;
+  if (info.min_block != 0) return info.min_block;
+  return info.block_status || info.size % 512 != 0 ? 1 : 512;
+}
+
+Capabilities NbdNode::capabilities() const {
+  const NbdServerInfo& offered = link_.opened;
+  Capabilities capabilities;
+  capabilities.discard = !read_only_ && offered.can_trim;
+  capabilities.block_status = offered.block_status;
+  capabilities.flush = !read_only_ && offered.can_flush;
+  capabilities.resize = false;
+  return capabilities;
+}
+
+absl::Status NbdNode::Truncate(uint64_t new_size) {
+  if (new_size == size()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      fmt::format("node '{}': cannot resize an NBD export (its size, {} bytes, is the server's)",
+                  node_name(), size()));
+}
+
+absl::StatusOr<NbdHandle> NbdNode::QueueConnection() {
+  {
+    std::lock_guard lock(spare_mutex_);
+    if (spare_ != nullptr && StillOpen(spare_.get())) return std::move(spare_);
+    spare_.reset();
+  }
+  absl::StatusOr<NbdHandle> handle = ConnectNbd(link_.options, -1, kNbdConnectTimeout);
+  if (!handle.ok()) return handle.status();
+  absl::Status same = CheckSameExport(link_.opened, ReadServerInfo(handle->get()), !read_only_,
+                                      /*multi_conn=*/true);
+  if (!same.ok()) return same;
+  return handle;
+}
+
+absl::StatusOr<std::unique_ptr<IoQueue>> NbdNode::CreateQueue() {
+  if (connection_thread_ != nullptr) {
+    const int event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (event_fd < 0) {
+      return absl::ErrnoToStatus(
+          errno, fmt::format("node '{}': cannot create a queue's eventfd", node_name()));
+    }
+    return std::unique_ptr<IoQueue>(
+        new NbdSharedQueue(shared_from_this(), connection_thread_.get(), event_fd));
+  }
+  absl::StatusOr<NbdHandle> handle = QueueConnection();
+  if (!handle.ok()) {
+    return Annotate(handle.status(),
+                    fmt::format("node '{}': cannot connect to NBD server {} for a new queue",
+                                node_name(), NbdAddress(link_.options)));
+  }
+  absl::StatusOr<std::unique_ptr<NbdConnection>> connection =
+      NbdConnection::Create(link_, *std::move(handle), &NbdOwnQueue::OnFinished, nullptr);
+  if (!connection.ok()) return connection.status();
+  return std::unique_ptr<IoQueue>(new NbdOwnQueue(shared_from_this(), *std::move(connection)));
+}
+
+std::string NbdNode::description() const {
+  const NbdServerInfo& info = link_.opened;
+  return fmt::format(
+      "nbd server {}, export '{}' ({} bytes; {}; flush {}, fua {}, trim {}, write-zeroes {}, "
+      "block status {}; reconnect-delay {} s)",
+      NbdAddress(link_.options), link_.options.export_name, info.size,
+      multi_conn() ? "one connection per queue (multi-conn)" : "one shared connection",
+      info.can_flush ? "yes" : "no", info.can_fua ? "yes" : "no", info.can_trim ? "yes" : "no",
+      info.can_zero ? "yes" : "no", info.block_status ? "yes" : "no",
+      link_.options.reconnect_delay);
+}
+
+}  // namespace bexd::block

@@ -1,0 +1,87 @@
+#include "cli/secret_object.h"
+
+#include <absl/strings/escaping.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "cli/names.h"
+#include "cli/paths.h"
+
+namespace bexd::cli {
+namespace {
+
+bool ReadFile(const std::string& path, std::string* contents) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return false;
+  std::stringstream text;
+  text << file.rdbuf();
+  *contents = text.str();
+  return !file.bad();
+}
+
+// QEMU's qbase64_decode: the base64 alphabet and newlines only.
+bool DecodeBase64(std::string text, std::string* bytes) {
+  std::erase(text, '\n');
+  const bool alphabet_only = std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/' || c == '=';
+  });
+  return alphabet_only && !text.empty() && text.size() % 4 == 0 &&
+         absl::Base64Unescape(text, bytes);
+}
+
+}  // namespace
+
+absl::StatusOr<SecretObject> ParseSecretObject(const nlohmann::json& object, Syntax syntax,
+                                               const std::string& path) {
+  OptionReader reader(object, syntax, path);
+  SecretObject secret;
+  std::string type;
+  reader.RequiredString("qom-type", &type);
+  reader.RequiredString("id", &secret.id);
+  if (reader.ok()) {
+    absl::Status name_status = CheckName(secret.id);
+    if (!name_status.ok()) reader.Fail("id", std::string(name_status.message()));
+  }
+  for (const char* key : {"keyid", "iv"}) {
+    if (reader.Value(key) != nullptr) {
+      reader.Fail(key,
+                  "encrypted secrets are not supported by bexd; give the secret in a file only "
+                  "bexd's user can read (file=)");
+    }
+  }
+  std::string format = "raw";
+  reader.String("format", &format);
+  if (reader.ok() && format != "raw" && format != "base64") {
+    reader.Fail("format", "expected one of raw, base64; got " + OptionReader::Quote(format));
+  }
+  std::string text, file;
+  reader.String("data", &text);
+  reader.String("file", &file);
+  if (reader.ok() && reader.Has("data") == reader.Has("file")) {
+    reader.Fail(reader.Has("data") ? "file" : "data",
+                reader.Has("data") ? "'data' and 'file' are mutually exclusive"
+                                   : "either 'data' or 'file' must be given");
+  }
+  if (reader.ok() && reader.Has("file")) {
+    file = AbsolutePath(file);
+    if (!ReadFile(file, &text)) {
+      reader.Fail("file", fmt::format("cannot read '{}': {}", file, std::strerror(errno)));
+    }
+  }
+  if (reader.ok() && format == "base64" && !DecodeBase64(text, &secret.value)) {
+    reader.Fail(reader.Has("file") ? "file" : "data", "format=base64, but this is not base64 text");
+  } else if (format == "raw") {
+    secret.value = std::move(text);
+  }
+  std::fill(text.begin(), text.end(), '\0');
+  absl::Status status = reader.Finish();
+  if (!status.ok()) return status;
+  return secret;
+}
+
+}  // namespace bexd::cli

@@ -1,0 +1,473 @@
+// The nbd driver against real servers (nbdkit with its memory and file plugins and its error,
+// multi-conn, nozero, log and blocksize-policy filters; qemu-nbd), through its IoQueues: data
+// checked in the server's file, what the server offers, block status, the server's errors, and
+// the reconnect rules (a server killed with SIGKILL and started again) on both kinds of node:
+// one connection per queue (the server advertises multi-conn) and one shared connection.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "block/nbd/nbd_node.h"
+#include "block/open.h"
+#include "tests/block/queue_runner.h"
+#include "tests/support/nbd_server.h"
+#include "tests/support/scratch_dir.h"
+
+namespace bexd::block::testing {
+namespace {
+
+using bexd::testing::HaveProgram;
+using bexd::testing::NbdServer;
+using bexd::testing::ScratchDir;
+
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kSize = 16 * kMiB;
+
+enum class Connections { kPerQueue, kShared };
+
+std::string ModeName(Connections mode) {
+  return mode == Connections::kPerQueue ? "PerQueue" : "Shared";
+}
+
+std::vector<unsigned char> ReadFileRange(const std::string& path, uint64_t offset, size_t length) {
+  std::vector<unsigned char> bytes(length);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0) << path << ": " << std::strerror(errno);
+  EXPECT_EQ(::pread(fd, bytes.data(), length, offset), static_cast<ssize_t>(length));
+  ::close(fd);
+  return bytes;
+}
+
+int CountConnections(const std::string& log_path) {
+  std::ifstream log(log_path);
+  std::string line;
+  int count = 0;
+  while (std::getline(log, line)) count += line.find(" Connect export=") != std::string::npos;
+  return count;
+}
+
+class NbdNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveProgram("nbdkit") || !HaveProgram("qemu-nbd")) {
+      GTEST_SKIP() << "nbdkit or qemu-nbd is missing";
+    }
+    socket_ = scratch_.path() + "/nbd.sock";
+    image_ = scratch_.CreateFile("disk.img", kSize);
+  }
+
+  // Starts nbdkit on the socket with `args` (filters, plugin, plugin arguments).
+  NbdServer* StartNbdkit(const std::vector<std::string>& args) {
+    std::vector<std::string> command = {"nbdkit", "-f", "-U", socket_, "-P", PidFile()};
+    command.insert(command.end(), args.begin(), args.end());
+    return StartServer(command);
+  }
+
+  // nbdkit's file plugin on the image; `mode` decides whether it advertises multi-conn.
+  // `filters` come before the plugin, `parameters` (the filters' too) after it.
+  NbdServer* StartFileServer(Connections mode, const std::vector<std::string>& filters = {},
+                             const std::vector<std::string>& parameters = {}) {
+    std::vector<std::string> args = filters;
+    if (mode == Connections::kShared) args.push_back("--filter=multi-conn");
+    args.insert(args.end(), {"file", image_});
+    if (mode == Connections::kShared) args.push_back("multi-conn-mode=disable");
+    args.insert(args.end(), parameters.begin(), parameters.end());
+    return StartNbdkit(args);
+  }
+
+  NbdServer* StartServer(const std::vector<std::string>& command) {
+    server_ =
+        std::make_unique<NbdServer>(command, PidFile(), scratch_.path() + "/server.log", socket_);
+    if (!server_->Start()) {
+      ADD_FAILURE() << server_->why_not();
+      return nullptr;
+    }
+    return server_.get();
+  }
+
+  NbdOptions Options(uint32_t reconnect_delay = 0) const {
+    NbdOptions options;
+    options.transport = NbdOptions::Transport::kUnix;
+    options.path = socket_;
+    options.reconnect_delay = reconnect_delay;
+    return options;
+  }
+
+  absl::StatusOr<std::shared_ptr<BlockNode>> Open(const NbdOptions& options,
+                                                  bool read_only = false) {
+    BlockdevOptions blockdev;
+    blockdev.node_name = "nbd0";
+    blockdev.read_only = read_only;
+    blockdev.driver = options;
+    return OpenBlockNode(blockdev);
+  }
+
+  std::shared_ptr<BlockNode> OpenOrFail(const NbdOptions& options) {
+    absl::StatusOr<std::shared_ptr<BlockNode>> node = Open(options);
+    EXPECT_TRUE(node.ok()) << node.status();
+    return node.ok() ? *node : nullptr;
+  }
+
+  std::unique_ptr<IoQueue> Queue(BlockNode& node) {
+    absl::StatusOr<std::unique_ptr<IoQueue>> queue = node.CreateQueue();
+    EXPECT_TRUE(queue.ok()) << queue.status();
+    return queue.ok() ? *std::move(queue) : nullptr;
+  }
+
+  std::string PidFile() const { return scratch_.path() + "/server.pid"; }
+
+  ScratchDir scratch_{"nbd"};
+  std::string socket_;
+  std::string image_;
+  std::unique_ptr<NbdServer> server_;
+};
+
+TEST_F(NbdNodeTest, ReportsWhatTheServerOffers) {
+  ASSERT_NE(StartNbdkit({"memory", std::to_string(kSize)}), nullptr);
+  auto node = OpenOrFail(Options());
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->driver_name(), "nbd");
+  EXPECT_EQ(node->size(), kSize);
+  EXPECT_FALSE(node->read_only());
+  EXPECT_EQ(node->request_alignment(), 1u);
+  EXPECT_EQ(node->filename(), "nbd+unix://?socket=" + socket_);
+  EXPECT_TRUE(std::static_pointer_cast<NbdNode>(node)->multi_conn());
+  // nbdkit's memory plugin trims, flushes and reports block status.
+  const Capabilities capabilities = node->capabilities();
+  EXPECT_TRUE(capabilities.discard);
+  EXPECT_TRUE(capabilities.write_zeroes);
+  EXPECT_TRUE(capabilities.block_status);
+  EXPECT_TRUE(capabilities.flush);
+  EXPECT_TRUE(capabilities.fua);
+  EXPECT_FALSE(capabilities.resize);
+  // An NBD export's size is the server's.
+  EXPECT_TRUE(node->Truncate(kSize).ok());
+  absl::Status grown = node->Truncate(2 * kSize);
+  EXPECT_EQ(grown.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(grown.message(),
+            "node 'nbd0': cannot resize an NBD export (its size, 16777216 "
+            "bytes, is the server's)");
+}
+
+TEST_F(NbdNodeTest, OpenErrorsNameTheNodeAndTheServer) {
+  absl::StatusOr<std::shared_ptr<BlockNode>> node = Open(Options());
+  ASSERT_FALSE(node.ok());
+  EXPECT_EQ(node.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(std::string(node.status().message())
+                .rfind("node 'nbd0': cannot connect to NBD server unix:" + socket_ + ": ", 0),
+            0u)
+      << node.status();
+
+  // A read-only export needs a read-only node, as in QEMU.
+  ASSERT_NE(StartNbdkit({"-r", "memory", std::to_string(kSize)}), nullptr);
+  node = Open(Options());
+  ASSERT_FALSE(node.ok());
+  EXPECT_EQ(node.status().message(), "node 'nbd0': NBD server unix:" + socket_ +
+                                         " exports '' read-only; open the node with read-only=on");
+  node = Open(Options(), /*read_only=*/true);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_TRUE((*node)->read_only());
+  server_.reset();
+
+  // An export the server does not have.
+  ASSERT_NE(StartServer({"qemu-nbd", "-t", "-k", socket_, "--pid-file", PidFile(), "-x", "disk",
+                         "-f", "raw", image_}),
+            nullptr);
+  NbdOptions other = Options();
+  other.export_name = "other";
+  node = Open(other);
+  ASSERT_FALSE(node.ok());
+  EXPECT_EQ(
+      std::string(node.status().message()).rfind("node 'nbd0': cannot connect to NBD server", 0),
+      0u)
+      << node.status();
+  NbdOptions disk = Options();
+  disk.export_name = "disk";
+  node = Open(disk);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ((*node)->filename(), "nbd+unix:///disk?socket=" + socket_);
+  // qemu-nbd allows one client unless told otherwise (-e): one shared connection.
+  EXPECT_FALSE(std::static_pointer_cast<NbdNode>(*node)->multi_conn());
+}
+
+class NbdDataTest : public NbdNodeTest, public ::testing::WithParamInterface<Connections> {};
+
+TEST_P(NbdDataTest, DataLandsInTheServersFile) {
+  // The server takes at most 64 KiB per command and fails larger ones, so a 1 MiB request must
+  // go as 16 of them.
+  ASSERT_NE(StartFileServer(GetParam(), {"--filter=blocksize-policy"},
+                            {"blocksize-maximum=65536", "blocksize-error-policy=error"}),
+            nullptr);
+
+  auto node = OpenOrFail(Options());
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(std::static_pointer_cast<NbdNode>(node)->multi_conn(),
+            GetParam() == Connections::kPerQueue);
+  auto queue = Queue(*node);
+  ASSERT_NE(queue, nullptr);
+
+  // One request in three pieces of memory, one of them larger than the server's limit.
+  std::vector<unsigned char> data = Pattern(kMiB + 4097, 1);
+  struct iovec iov[3] = {
+      {data.data(), 4097}, {data.data() + 4097, 100000}, {data.data() + 104097, kMiB - 100000}};
+  EXPECT_EQ(RunOne(*queue, IoOp::kWrite, 3 * kMiB + 1, data.size(), iov, 3),
+            static_cast<int64_t>(data.size()));
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  EXPECT_EQ(ReadFileRange(image_, 3 * kMiB + 1, data.size()), data);
+
+  std::vector<unsigned char> fua = Pattern(8192, 2);
+  EXPECT_EQ(WriteAt(*queue, fua.data(), fua.size(), kSize - 8192, kIoFua), 8192);
+  EXPECT_EQ(ReadFileRange(image_, kSize - 8192, 8192), fua);
+
+  std::vector<unsigned char> back(data.size());
+  EXPECT_EQ(ReadAt(*queue, back.data(), back.size(), 3 * kMiB + 1),
+            static_cast<int64_t>(back.size()));
+  EXPECT_EQ(back, data);
+
+  // Checked like every driver's requests.
+  EXPECT_EQ(ReadAt(*queue, back.data(), 4096, kSize - 4095), -EINVAL);
+  EXPECT_EQ(RunOne(*queue, IoOp::kAllocate, 0, 4096), -EOPNOTSUPP);
+}
+
+// Several queue threads at once: one connection each, or all through the shared connection's
+// thread and back.
+TEST_P(NbdDataTest, QueuesOnSeveralThreads) {
+  const std::string log = scratch_.path() + "/connections.log";
+  ASSERT_NE(StartFileServer(GetParam(), {"--filter=log"}, {"logfile=" + log}), nullptr);
+  auto node = OpenOrFail(Options());
+  ASSERT_NE(node, nullptr);
+  constexpr int kThreads = 3;
+  constexpr int kWrites = 64;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto queue = node->CreateQueue();
+      if (!queue.ok()) {
+        ++failures;
+        return;
+      }
+      // 16 writes in flight at a time, each to its own 64 KiB block of this thread's MiB.
+      std::vector<unsigned char> data = Pattern(kMiB, 10 + t);
+      for (int round = 0; round < kWrites / 16; ++round) {
+        IoRequest requests[16];
+        Outcome outcomes[16];
+        struct iovec iov[16];
+        for (int i = 0; i < 16; ++i) {
+          const uint64_t at = uint64_t(i) * 65536;
+          iov[i] = {data.data() + at, 65536};
+          Prepare(&requests[i], &outcomes[i], IoOp::kWrite, t * kMiB + at, 65536, &iov[i], 1);
+          (*queue)->Submit(&requests[i]);
+        }
+        if (!WaitIdle(**queue)) ++failures;
+        for (const Outcome& outcome : outcomes) failures += outcome.result != 65536;
+      }
+      IoRequest flush;
+      Outcome flushed;
+      Prepare(&flush, &flushed, IoOp::kFlush, 0, 0);
+      (*queue)->Submit(&flush);
+      if (!WaitIdle(**queue) || flushed.result != 0) ++failures;
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(ReadFileRange(image_, t * kMiB, kMiB), Pattern(kMiB, 10 + t)) << "thread " << t;
+  }
+  // Per queue: the connection made at open serves the first queue. Shared: that one only.
+  EXPECT_EQ(CountConnections(log), GetParam() == Connections::kPerQueue ? kThreads : 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Connections, NbdDataTest,
+                         ::testing::Values(Connections::kPerQueue, Connections::kShared),
+                         [](const auto& info) { return ModeName(info.param); });
+
+// nbdkit's file plugin answers block status from SEEK_DATA/SEEK_HOLE in the (sparse) image,
+// trims by punching holes and writes zeroes with fallocate.
+TEST_F(NbdNodeTest, TrimWriteZeroesAndBlockStatus) {
+  ASSERT_NE(StartFileServer(Connections::kPerQueue), nullptr);
+  auto node = OpenOrFail(Options());
+  ASSERT_NE(node, nullptr);
+  auto queue = Queue(*node);
+  ASSERT_NE(queue, nullptr);
+  bool data = true;
+  // The image starts as one hole.
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 0, kSize, nullptr, 0, 0, &data),
+            static_cast<int64_t>(kSize));
+  EXPECT_FALSE(data);
+  std::vector<unsigned char> pattern = Pattern(2 * kMiB, 3);
+  ASSERT_EQ(WriteAt(*queue, pattern.data(), pattern.size(), kMiB), int64_t(2 * kMiB));
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 0, kSize, nullptr, 0, 0, &data), int64_t(kMiB));
+  EXPECT_FALSE(data);
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, kMiB, kSize - kMiB, nullptr, 0, 0, &data),
+            int64_t(2 * kMiB));
+  EXPECT_TRUE(data);
+  // Past the end: nothing; the extent is capped at the request.
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, kSize, 4096, nullptr, 0, 0, &data), 0);
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, kMiB, 4096, nullptr, 0, 0, &data), 4096);
+
+  // Trim gives the first MiB of the data back to the server.
+  EXPECT_EQ(RunOne(*queue, IoOp::kDiscard, kMiB, kMiB), int64_t(kMiB));
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, kMiB, kMiB, nullptr, 0, 0, &data), int64_t(kMiB));
+  EXPECT_FALSE(data);
+  // Write-zeroes that may unmap leaves a hole; one that may not (NO_HOLE) stays allocated.
+  EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 2 * kMiB, 65536, nullptr, 0, kIoMayUnmap), 65536);
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 2 * kMiB, 65536, nullptr, 0, 0, &data), 65536);
+  EXPECT_FALSE(data);
+  EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 2 * kMiB + 65536, 65536), 65536);
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 2 * kMiB + 65536, 65536, nullptr, 0, 0, &data),
+            65536);
+  EXPECT_TRUE(data);
+  std::vector<unsigned char> back(3 * 65536);
+  ASSERT_EQ(ReadAt(*queue, back.data(), back.size(), 2 * kMiB), int64_t(back.size()));
+  EXPECT_EQ(std::vector<unsigned char>(back.begin(), back.begin() + 2 * 65536),
+            std::vector<unsigned char>(2 * 65536, 0));
+  EXPECT_EQ(std::vector<unsigned char>(back.begin() + 2 * 65536, back.end()),
+            std::vector<unsigned char>(pattern.begin() + kMiB + 2 * 65536,
+                                       pattern.begin() + kMiB + 3 * 65536));
+}
+
+// Servers without WRITE_ZEROES get zeroes written; without block status, everything is data.
+TEST_F(NbdNodeTest, WithoutZeroesOrBlockStatus) {
+  ASSERT_NE(StartFileServer(Connections::kPerQueue, {"--no-sr", "--filter=nozero"}), nullptr);
+  std::vector<unsigned char> pattern = Pattern(3 * kMiB, 4);
+  {
+    std::fstream file(image_, std::ios::in | std::ios::out | std::ios::binary);
+    file.write(reinterpret_cast<const char*>(pattern.data()), pattern.size());
+  }
+  auto node = OpenOrFail(Options());
+  ASSERT_NE(node, nullptr);
+  // Zeroes are written instead; without block status, asking would tell nothing.
+  EXPECT_TRUE(node->capabilities().write_zeroes);
+  EXPECT_FALSE(node->capabilities().block_status);
+  auto queue = Queue(*node);
+  ASSERT_NE(queue, nullptr);
+  // 2.5 MiB: more than one write from the 1 MiB zero buffer.
+  EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 1, 5 * kMiB / 2), int64_t(5 * kMiB / 2));
+  std::vector<unsigned char> expected = pattern;
+  std::fill(expected.begin() + 1, expected.begin() + 1 + 5 * kMiB / 2, 0);
+  EXPECT_EQ(ReadFileRange(image_, 0, expected.size()), expected);
+  bool data = false;
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 4 * kMiB, kSize, nullptr, 0, 0, &data),
+            int64_t(kSize - 4 * kMiB));
+  EXPECT_TRUE(data);
+}
+
+TEST_F(NbdNodeTest, ServerErrorsReachTheRequest) {
+  const std::string trigger = scratch_.path() + "/fail";
+  ASSERT_NE(StartNbdkit({"--filter=error", "memory", std::to_string(kSize), "error-rate=100%",
+                         "error-file=" + trigger, "error-pwrite=ENOSPC", "error-pwrite-rate=100%",
+                         "error-pwrite-file=" + trigger}),
+            nullptr);
+  auto node = OpenOrFail(Options());
+  ASSERT_NE(node, nullptr);
+  auto queue = Queue(*node);
+  ASSERT_NE(queue, nullptr);
+  std::vector<unsigned char> data = Pattern(65536, 5);
+  ASSERT_EQ(WriteAt(*queue, data.data(), data.size(), 0), 65536);
+  std::ofstream(trigger).close();
+  std::vector<unsigned char> back(65536);
+  EXPECT_EQ(ReadAt(*queue, back.data(), back.size(), 0), -EIO);
+  EXPECT_EQ(WriteAt(*queue, data.data(), data.size(), 65536), -ENOSPC);
+  EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 65536, 65536), -EIO);
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 0, kSize), -EIO);
+  ::unlink(trigger.c_str());
+  // The same connection serves on.
+  EXPECT_EQ(ReadAt(*queue, back.data(), back.size(), 0), 65536);
+  EXPECT_EQ(back, data);
+}
+
+using NbdReconnectTest = NbdDataTest;
+
+TEST_P(NbdReconnectTest, WithoutDelayRequestsFailUntilTheServerIsBack) {
+  NbdServer* server = StartFileServer(GetParam());
+  ASSERT_NE(server, nullptr);
+  auto node = OpenOrFail(Options(/*reconnect_delay=*/0));
+  ASSERT_NE(node, nullptr);
+  auto queue = Queue(*node);
+  ASSERT_NE(queue, nullptr);
+  std::vector<unsigned char> data = Pattern(kMiB, 6);
+  ASSERT_EQ(WriteAt(*queue, data.data(), data.size(), 0), int64_t(kMiB));
+  ASSERT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+
+  server->Kill();
+  std::vector<unsigned char> back(kMiB);
+  EXPECT_EQ(ReadAt(*queue, back.data(), back.size(), 0), -EIO);
+  EXPECT_EQ(ReadAt(*queue, back.data(), back.size(), 0), -EIO);
+
+  ASSERT_TRUE(server->Start()) << server->why_not();
+  // The reconnect loop finds the server again (its next attempt is at most 16 s away).
+  int64_t result = -EIO;
+  for (int i = 0; i < 300 && result == -EIO; ++i) {
+    result = ReadAt(*queue, back.data(), back.size(), 0);
+    if (result == -EIO) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(result, int64_t(kMiB));
+  EXPECT_EQ(back, data);
+}
+
+TEST_P(NbdReconnectTest, WithinTheDelayRequestsWaitForTheServer) {
+  NbdServer* server = StartFileServer(GetParam());
+  ASSERT_NE(server, nullptr);
+  auto node = OpenOrFail(Options(/*reconnect_delay=*/300));
+  ASSERT_NE(node, nullptr);
+  auto queue = Queue(*node);
+  ASSERT_NE(queue, nullptr);
+  std::vector<unsigned char> data = Pattern(kMiB, 7);
+  ASSERT_EQ(WriteAt(*queue, data.data(), data.size(), 0), int64_t(kMiB));
+
+  server->Kill();
+  std::vector<unsigned char> more = Pattern(kMiB, 8);
+  std::vector<unsigned char> back(kMiB);
+  struct iovec write_iov = {more.data(), more.size()};
+  struct iovec read_iov = {back.data(), back.size()};
+  IoRequest write, read;
+  Outcome written, was_read;
+  Prepare(&write, &written, IoOp::kWrite, kMiB, kMiB, &write_iov, 1);
+  Prepare(&read, &was_read, IoOp::kRead, 0, kMiB, &read_iov, 1);
+  queue->Submit(&write);
+  queue->Submit(&read);
+  // Nothing can answer them while the server is away; they wait rather than fail.
+  WaitIdle(*queue, 1500);
+  EXPECT_FALSE(written.done);
+  EXPECT_FALSE(was_read.done);
+
+  ASSERT_TRUE(server->Start()) << server->why_not();
+  ASSERT_TRUE(WaitIdle(*queue, 60000));
+  EXPECT_EQ(written.result, int64_t(kMiB));
+  EXPECT_EQ(was_read.result, int64_t(kMiB));
+  EXPECT_EQ(back, data);
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  EXPECT_EQ(ReadFileRange(image_, kMiB, kMiB), more);
+}
+
+TEST_P(NbdReconnectTest, HeldRequestsFailWhenTheDelayIsOver) {
+  NbdServer* server = StartFileServer(GetParam());
+  ASSERT_NE(server, nullptr);
+  auto node = OpenOrFail(Options(/*reconnect_delay=*/1));
+  ASSERT_NE(node, nullptr);
+  auto queue = Queue(*node);
+  ASSERT_NE(queue, nullptr);
+  std::vector<unsigned char> back(4096);
+  ASSERT_EQ(ReadAt(*queue, back.data(), back.size(), 0), 4096);
+  server->Kill();
+  EXPECT_EQ(ReadAt(*queue, back.data(), back.size(), 0), -EIO);
+  // Once the delay is over, new requests fail at once too.
+  EXPECT_EQ(ReadAt(*queue, back.data(), back.size(), 0), -EIO);
+}
+
+INSTANTIATE_TEST_SUITE_P(Connections, NbdReconnectTest,
+                         ::testing::Values(Connections::kPerQueue, Connections::kShared),
+                         [](const auto& info) { return ModeName(info.param); });
+
+}  // namespace
+}  // namespace bexd::block::testing

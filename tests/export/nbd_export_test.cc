@@ -1,0 +1,352 @@
+// FUSE exports of nbd nodes served by real NBD servers: data written through the mount checked
+// in the server's image (patterns, then fio with crc32c on a 4-queue export), SEEK_DATA and
+// SEEK_HOLE through the mount against `qemu-img map`, hole punching and zeroing, and a bexd
+// daemon whose server is killed and started again under load.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "block/open.h"
+#include "tests/export/export_fixture.h"
+#include "tests/support/nbd_server.h"
+
+namespace bexd::exp::testing {
+namespace {
+
+using bexd::testing::HaveProgram;
+using bexd::testing::NbdServer;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+std::vector<uint8_t> Pattern(size_t length, uint64_t offset, uint32_t seed) {
+  std::vector<uint8_t> bytes(length);
+  FillPattern(bytes.data(), length, offset, seed);
+  return bytes;
+}
+
+void WriteAt(const std::string& path, const std::vector<uint8_t>& data, uint64_t offset) {
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << path << ": " << std::strerror(errno);
+  EXPECT_EQ(::pwrite(fd, data.data(), data.size(), offset), ssize_t(data.size()))
+      << path << ": " << std::strerror(errno);
+  EXPECT_EQ(::fsync(fd), 0) << std::strerror(errno);
+  ::close(fd);
+}
+
+std::vector<uint8_t> Slice(const std::vector<uint8_t>& bytes, uint64_t offset, uint64_t length) {
+  return std::vector<uint8_t>(bytes.begin() + offset, bytes.begin() + offset + length);
+}
+
+// The data extents [start, end) that SEEK_DATA and SEEK_HOLE walk in `path`.
+std::vector<std::pair<uint64_t, uint64_t>> SeekExtents(const std::string& path) {
+  std::vector<std::pair<uint64_t, uint64_t>> extents;
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0) << path << ": " << std::strerror(errno);
+  off_t position = 0;
+  while (fd >= 0) {
+    const off_t data = ::lseek(fd, position, SEEK_DATA);
+    if (data < 0) {
+      EXPECT_EQ(errno, ENXIO) << std::strerror(errno);
+      break;
+    }
+    const off_t hole = ::lseek(fd, data, SEEK_HOLE);
+    EXPECT_GT(hole, data) << std::strerror(errno);
+    if (hole <= data) break;
+    extents.emplace_back(data, hole);
+    position = hole;
+  }
+  if (fd >= 0) ::close(fd);
+  return extents;
+}
+
+// The data extents `qemu-img map` reports for a raw image, adjacent ones merged.
+std::vector<std::pair<uint64_t, uint64_t>> QemuImgMapExtents(const std::string& image) {
+  int status = 0;
+  const std::string output =
+      RunCommand("qemu-img map --output=json -f raw '" + image + "' 2>/dev/null", &status);
+  EXPECT_EQ(status, 0) << output;
+  std::vector<std::pair<uint64_t, uint64_t>> extents;
+  if (status != 0) return extents;
+  for (const auto& entry : nlohmann::json::parse(output)) {
+    if (!entry["data"].get<bool>()) continue;
+    const uint64_t start = entry["start"].get<uint64_t>();
+    const uint64_t end = start + entry["length"].get<uint64_t>();
+    if (!extents.empty() && extents.back().second == start) {
+      extents.back().second = end;
+    } else {
+      extents.emplace_back(start, end);
+    }
+  }
+  return extents;
+}
+
+class NbdExportTest : public FuseExportTest {
+ protected:
+  void SetUp() override {
+    if (!HaveProgram("nbdkit") || !HaveProgram("qemu-nbd") || !HaveProgram("qemu-img")) {
+      GTEST_SKIP() << "nbdkit, qemu-nbd or qemu-img is missing";
+    }
+    socket_ = scratch_.path() + "/nbd.sock";
+  }
+
+  // Starts `command` (which must write PidFile() once it serves on socket_).
+  NbdServer* Serve(const std::vector<std::string>& command) {
+    server_ =
+        std::make_unique<NbdServer>(command, PidFile(), scratch_.path() + "/server.log", socket_);
+    if (!server_->Start()) {
+      ADD_FAILURE() << server_->why_not();
+      return nullptr;
+    }
+    return server_.get();
+  }
+
+  // qemu-nbd on a raw image; `clients` > 1 makes it advertise multi-conn.
+  NbdServer* ServeWithQemuNbd(const std::string& image, int clients, bool read_only = false) {
+    std::vector<std::string> command = {"qemu-nbd", "-t",    "-e",         std::to_string(clients),
+                                        "-k",       socket_, "--pid-file", PidFile(),
+                                        "-f",       "raw"};
+    if (read_only) command.push_back("-r");
+    command.push_back(image);
+    return Serve(command);
+  }
+
+  std::shared_ptr<block::BlockNode> OpenNbd(bool read_only = false) {
+    block::NbdOptions nbd;
+    nbd.transport = block::NbdOptions::Transport::kUnix;
+    nbd.path = socket_;
+    block::BlockdevOptions options;
+    options.node_name = "nbd0";
+    options.read_only = read_only;
+    options.driver = nbd;
+    absl::StatusOr<std::shared_ptr<block::BlockNode>> node = block::OpenBlockNode(options);
+    EXPECT_TRUE(node.ok()) << node.status();
+    return node.ok() ? *node : nullptr;
+  }
+
+  std::string PidFile() const { return scratch_.path() + "/server.pid"; }
+
+  std::string socket_;
+  // Declared after the fixture's exports, so it goes after them (they flush when they stop).
+  std::unique_ptr<NbdServer> server_;
+};
+
+// qemu-nbd allows one client by default (a shared connection) and advertises multi-conn with
+// -e N (a connection per queue).
+class NbdExportDataTest : public NbdExportTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(NbdExportDataTest, PatternsAndFioMatchTheServersImage) {
+  constexpr uint64_t kJobBytes = 8 * kMiB;
+  constexpr uint64_t kSize = 4 * kJobBytes;
+  const std::string image = scratch_.CreateFile("image", kSize);
+  std::vector<uint8_t> expected = Pattern(kSize, 0, 1);
+  WriteAt(image, expected, 0);
+  ASSERT_NE(ServeWithQemuNbd(image, GetParam()), nullptr);
+  const std::string mountpoint = MakeMountpoint();
+  Export* running = Start(FuseOptions(mountpoint, true, 4), OpenNbd());
+  ASSERT_NE(running, nullptr);
+  EXPECT_EQ(FileSize(mountpoint), kSize);
+  EXPECT_EQ(ReadWholeFile(mountpoint), expected);
+
+  // Aligned, unaligned, large and last-byte writes through the export land in the image.
+  for (auto [offset, length] : {std::pair<uint64_t, uint64_t>{0, 4096},
+                                {12345, 100000},
+                                {5 * kMiB + 7, 3 * kMiB},
+                                {kSize - 65536, 65536}}) {
+    std::vector<uint8_t> data = Pattern(length, offset, 2);
+    WriteAt(mountpoint, data, offset);
+    std::copy(data.begin(), data.end(), expected.begin() + offset);
+  }
+  EXPECT_TRUE(ReadWholeFile(image) == expected) << "the server's image differs";
+  EXPECT_TRUE(ReadWholeFile(mountpoint) == expected) << "the export reads back differently";
+
+  ExpectFioVerifies(running, mountpoint, kJobBytes);
+  EXPECT_TRUE(ReadWholeFile(mountpoint) == ReadWholeFile(image))
+      << "the export and the server's image differ after fio";
+}
+
+INSTANTIATE_TEST_SUITE_P(QemuNbdClients, NbdExportDataTest, ::testing::Values(1, 8),
+                         [](const auto& info) {
+                           return info.param == 1 ? std::string("SharedConnection")
+                                                  : std::string("ConnectionPerQueue");
+                         });
+
+TEST_F(NbdExportTest, SeekDataAndHoleMatchQemuImgMap) {
+  constexpr uint64_t kSize = 32 * kMiB;
+  const std::string image = scratch_.CreateFile("sparse.img", kSize);
+  for (auto [offset, length] : {std::pair<uint64_t, uint64_t>{0, 65536},
+                                {kMiB + 4096, 2 * kMiB},
+                                {10 * kMiB, 4096},
+                                {20 * kMiB, 3 * kMiB},
+                                {kSize - 65536, 65536}}) {
+    WriteAt(image, Pattern(length, offset, 3), offset);
+  }
+  const auto expected = QemuImgMapExtents(image);
+  ASSERT_EQ(expected.size(), 5u);
+  ASSERT_NE(ServeWithQemuNbd(image, 1, /*read_only=*/true), nullptr);
+  const std::string mountpoint = MakeMountpoint();
+  ASSERT_NE(Start(FuseOptions(mountpoint, false, 2), OpenNbd(/*read_only=*/true)), nullptr);
+  EXPECT_EQ(SeekExtents(mountpoint), expected);
+  // Holes read as zeroes, data as written.
+  const std::vector<uint8_t> bytes = ReadWholeFile(mountpoint);
+  EXPECT_EQ(Slice(bytes, 65536, kMiB + 4096 - 65536), std::vector<uint8_t>(kMiB + 4096 - 65536, 0));
+  EXPECT_EQ(Slice(bytes, 10 * kMiB, 4096), Pattern(4096, 10 * kMiB, 3));
+}
+
+TEST_F(NbdExportTest, PunchHoleAndZeroRangeReachTheServer) {
+  constexpr uint64_t kSize = 8 * kMiB;
+  const std::string image = scratch_.CreateFile("image", kSize);
+  std::vector<uint8_t> expected = Pattern(kSize, 0, 4);
+  WriteAt(image, expected, 0);
+  ASSERT_NE(Serve({"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "file", image}), nullptr);
+  const std::string mountpoint = MakeMountpoint();
+  ASSERT_NE(Start(FuseOptions(mountpoint, true, 2), OpenNbd()), nullptr);
+
+  const int fd = ::open(mountpoint.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  // Punching becomes a write-zeroes the server may unmap: nbdkit punches the image too.
+  EXPECT_EQ(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, kMiB, kMiB), 0)
+      << std::strerror(errno);
+  EXPECT_EQ(::fallocate(fd, FALLOC_FL_ZERO_RANGE, 4 * kMiB + 512, 65536), 0)
+      << std::strerror(errno);
+  // The space cannot be reserved over NBD (QEMU's FUSE export answers the same).
+  EXPECT_EQ(::fallocate(fd, 0, 0, 4096), -1);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  ::close(fd);
+  std::fill(expected.begin() + kMiB, expected.begin() + 2 * kMiB, 0);
+  std::fill(expected.begin() + 4 * kMiB + 512, expected.begin() + 4 * kMiB + 512 + 65536, 0);
+  EXPECT_TRUE(ReadWholeFile(image) == expected) << "the server's image differs";
+  EXPECT_TRUE(ReadWholeFile(mountpoint) == expected) << "the export reads back differently";
+  // The punched MiB is a hole in the image, and the export shows the image's extents.
+  const std::vector<std::pair<uint64_t, uint64_t>> extents = SeekExtents(image);
+  ASSERT_GE(extents.size(), 2u);
+  EXPECT_EQ(extents[0], std::make_pair(uint64_t{0}, kMiB));
+  EXPECT_EQ(extents[1].first, 2 * kMiB);
+  EXPECT_EQ(SeekExtents(mountpoint), extents);
+}
+
+// A bexd daemon writes through its FUSE export in rounds (every 64 KiB block of the first MiB
+// with one pattern, then fsync) while its server is killed and started again.
+class NbdServerRestartTest : public NbdExportTest {
+ protected:
+  static constexpr uint64_t kBlock = 65536;
+  static constexpr int kBlocks = 16;
+
+  struct Writer {
+    std::atomic<bool> stop{false};
+    std::atomic<int> flushed_round{-1};  // the last round whose writes and fsync all succeeded
+    std::atomic<int> eio{0};             // failures with EIO
+    std::atomic<int> other_errors{0};
+  };
+
+  static void Write(const std::string& mountpoint, Writer* writer) {
+    const int fd = ::open(mountpoint.c_str(), O_WRONLY);
+    if (fd < 0) {
+      ++writer->other_errors;
+      return;
+    }
+    for (int round = 0; !writer->stop.load(); ++round) {
+      bool ok = true;
+      for (int block = 0; block < kBlocks; ++block) {
+        std::vector<uint8_t> data = Pattern(kBlock, block * kBlock, 100 + round);
+        ok &= Count(writer, ::pwrite(fd, data.data(), kBlock, block * kBlock) == ssize_t(kBlock));
+      }
+      ok &= Count(writer, ::fsync(fd) == 0);
+      if (ok) writer->flushed_round = round;
+      if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::close(fd);
+  }
+
+  static bool Count(Writer* writer, bool ok) {
+    if (!ok) ++(errno == EIO ? writer->eio : writer->other_errors);
+    return ok;
+  }
+
+  template <typename Condition>
+  static bool WaitFor(Condition condition, std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!condition()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+  }
+
+  // Each block of the image holds the pattern of round `round` or of the round after it (which
+  // may have been under way): flushed data is never lost or torn.
+  void ExpectFlushedRoundIntact(const std::string& image, int round) {
+    const std::vector<uint8_t> bytes = ReadWholeFile(image);
+    for (int block = 0; block < kBlocks; ++block) {
+      const std::vector<uint8_t> held = Slice(bytes, block * kBlock, kBlock);
+      EXPECT_TRUE(held == Pattern(kBlock, block * kBlock, 100 + round) ||
+                  held == Pattern(kBlock, block * kBlock, 101 + round))
+          << "block " << block << " lost round " << round;
+    }
+  }
+
+  void RunRestart(uint32_t reconnect_delay, const std::vector<std::string>& server_command,
+                  const std::string& image) {
+    NbdServer* server = Serve(server_command);
+    ASSERT_NE(server, nullptr);
+    const std::string mountpoint = MakeMountpoint();
+    Daemon daemon({"--blockdev",
+                   "nbd,node-name=n0,server.type=unix,server.path=" + socket_ +
+                       ",reconnect-delay=" + std::to_string(reconnect_delay),
+                   "--export",
+                   "fuse,id=e0,node-name=n0,writable=on,num-queues=2,mountpoint=" + mountpoint});
+    ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+    Writer writer;
+    std::thread thread(&NbdServerRestartTest::Write, mountpoint, &writer);
+    const bool loaded =
+        WaitFor([&] { return writer.flushed_round >= 3; }, std::chrono::seconds(60));
+    EXPECT_TRUE(loaded) << "the writer did not get going";
+
+    server->Kill();
+    if (reconnect_delay == 0) {
+      // Requests fail at once while the server is away.
+      EXPECT_TRUE(WaitFor([&] { return writer.eio > 0; }, std::chrono::seconds(30)));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    const int before = writer.flushed_round;
+    ExpectFlushedRoundIntact(image, before);
+
+    ASSERT_TRUE(server->Start()) << server->why_not();
+    EXPECT_TRUE(
+        WaitFor([&] { return writer.flushed_round >= before + 3; }, std::chrono::seconds(60)))
+        << "service did not resume";
+    writer.stop = true;
+    thread.join();
+    if (reconnect_delay > 0) EXPECT_EQ(writer.eio.load(), 0) << "requests failed within the delay";
+    EXPECT_EQ(writer.other_errors.load(), 0);
+    EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+    ExpectFlushedRoundIntact(image, writer.flushed_round);
+  }
+};
+
+TEST_F(NbdServerRestartTest, QemuNbdKilledRequestsFailUntilItIsBack) {
+  const std::string image = scratch_.CreateFile("image", 16 * kMiB);
+  RunRestart(0, {"qemu-nbd", "-t", "-k", socket_, "--pid-file", PidFile(), "-f", "raw", image},
+             image);
+}
+
+TEST_F(NbdServerRestartTest, NbdkitKilledWithinTheDelayRequestsWait) {
+  const std::string image = scratch_.CreateFile("image", 16 * kMiB);
+  RunRestart(120, {"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "file", image}, image);
+}
+
+}  // namespace
+}  // namespace bexd::exp::testing

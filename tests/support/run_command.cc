@@ -1,0 +1,24 @@
+#include "tests/support/run_command.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+
+namespace bexd::testing {
+
+std::string RunCommand(const std::string& command, int* exit_status) {
+  std::string output;
+  FILE* pipe = ::popen(("timeout -k 10 180 " + command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) {
+    *exit_status = -1;
+    return output;
+  }
+  char chunk[4096];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), pipe)) > 0) output.append(chunk, n);
+  const int status = ::pclose(pipe);
+  *exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return output;
+}
+
+}  // namespace bexd::testing
