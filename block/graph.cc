@@ -49,18 +49,20 @@ absl::StatusOr<std::string> BlockGraph::Open(const BlockdevOptions& options, boo
   if (!options.node_name.empty() && Find(options.node_name) != nullptr) {
     return duplicate(options.node_name);
   }
+  BlockdevOptions named = options;
+  if (named.node_name.empty()) named.node_name = AutoName();
   std::vector<Child> children;
   NodeChildren open_children;
   if (options.file) {
     absl::StatusOr<std::shared_ptr<BlockNode>> file =
-        OpenChild(*options.file, "file", &children, opened);
+        OpenChild(named, *options.file, "file", &children, opened);
     if (!file.ok()) return file.status();
     open_children.file = *std::move(file);
   }
   if (options.backing) {
     if (options.backing->kind != ChildRef::Kind::kNull) {
       absl::StatusOr<std::shared_ptr<BlockNode>> backing =
-          OpenChild(*options.backing, "backing", &children, opened);
+          OpenChild(named, *options.backing, "backing", &children, opened);
       if (!backing.ok()) return backing.status();
       open_children.backing = *std::move(backing);
     }
@@ -72,14 +74,12 @@ absl::StatusOr<std::string> BlockGraph::Open(const BlockdevOptions& options, boo
       ChildRef ref{.kind = ChildRef::Kind::kInline,
                    .options = std::make_shared<BlockdevOptions>(**std::move(from_image))};
       absl::StatusOr<std::shared_ptr<BlockNode>> backing =
-          OpenChild(ref, "backing", &children, opened);
+          OpenChild(named, ref, "backing", &children, opened);
       if (!backing.ok()) return backing.status();
       open_children.backing = *std::move(backing);
     }
   }
 
-  BlockdevOptions named = options;
-  if (named.node_name.empty()) named.node_name = AutoName();
   if (Find(named.node_name) != nullptr) return duplicate(named.node_name);
   // A writable format node writes through its file child (and locks its image for writing);
   // the backing child is only ever read.
@@ -102,7 +102,8 @@ absl::StatusOr<std::string> BlockGraph::Open(const BlockdevOptions& options, boo
   return named.node_name;
 }
 
-absl::StatusOr<std::shared_ptr<BlockNode>> BlockGraph::OpenChild(const ChildRef& ref,
+absl::StatusOr<std::shared_ptr<BlockNode>> BlockGraph::OpenChild(const BlockdevOptions& parent,
+                                                                 const ChildRef& ref,
                                                                  const std::string& role,
                                                                  std::vector<Child>* children,
                                                                  std::vector<std::string>* opened) {
@@ -118,7 +119,15 @@ absl::StatusOr<std::shared_ptr<BlockNode>> BlockGraph::OpenChild(const ChildRef&
     return absl::InvalidArgumentError(
         fmt::format("Cannot find device='{}' nor node-name='{}'", ref.node_name, ref.node_name));
   }
-  children->push_back(Child{.role = role, .node_name = name});
+  // Before the parent reads anything through the child (a qcow2 header for its backing file).
+  const ChildPermissions permissions = PermissionsFor(parent, role);
+  absl::Status allowed = CheckNewUse(name, Use{.taken = permissions.taken,
+                                               .unshared = permissions.unshared,
+                                               .user = fmt::format("node '{}'", parent.node_name),
+                                               .role = role,
+                                               .parent_node = parent.node_name});
+  if (!allowed.ok()) return allowed;
+  children->push_back(Child{.role = role, .node_name = name, .permissions = permissions});
   return Find(name)->node;
 }
 
@@ -159,15 +168,18 @@ absl::Status BlockGraph::Delete(std::string_view node_name) {
   return absl::OkStatus();
 }
 
-void BlockGraph::Retain(std::string_view node_name) {
+void BlockGraph::Retain(std::string_view node_name, std::string_view id, bool writable) {
   for (Entry& entry : entries_) {
-    if (entry.node->node_name() == node_name) ++entry.users;
+    if (entry.node->node_name() == node_name) {
+      entry.exporters.push_back(Exporter{.id = std::string(id), .writable = writable});
+    }
   }
 }
 
-void BlockGraph::Release(std::string_view node_name) {
+void BlockGraph::Release(std::string_view node_name, std::string_view id) {
   for (Entry& entry : entries_) {
-    if (entry.node->node_name() == node_name && entry.users > 0) --entry.users;
+    if (entry.node->node_name() != node_name) continue;
+    std::erase_if(entry.exporters, [&](const Exporter& exporter) { return exporter.id == id; });
   }
   CloseUnused();
 }
@@ -182,7 +194,7 @@ void BlockGraph::CloseUnused() {
     closed = false;
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
       const std::string& name = it->node->node_name();
-      if (it->monitor_owned || it->users > 0 || HasParent(name)) continue;
+      if (it->monitor_owned || !it->exporters.empty() || HasParent(name)) continue;
       log::Info("closed node '{}' (its last parent went)", name);
       entries_.erase(it);
       closed = true;

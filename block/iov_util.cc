@@ -41,6 +41,10 @@ void IovCursor::CopyIn(const void* src, size_t n) {
   });
 }
 
+void IovCursor::Zero(size_t n) {
+  Walk(n, [](char* segment, size_t, size_t chunk) { std::memset(segment, 0, chunk); });
+}
+
 void ZeroIovFrom(const struct iovec* iov, int iovcnt, uint64_t position) {
   for (int i = 0; i < iovcnt; ++i) {
     if (position >= iov[i].iov_len) {

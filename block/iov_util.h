@@ -16,6 +16,8 @@ class IovCursor {
   void CopyOut(void* dst, size_t n);
   // Copies n bytes from src into the iovec at the cursor and advances.
   void CopyIn(const void* src, size_t n);
+  // Zeroes n bytes at the cursor and advances (qcow2: unallocated and zero clusters).
+  void Zero(size_t n);
 
  private:
   template <typename Fn>

@@ -1,7 +1,13 @@
 #include "block/open.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -9,6 +15,8 @@
 #include "block/file_node.h"
 #include "block/nbd/nbd_node.h"
 #include "block/null_node.h"
+#include "block/qcow2/backing_name.h"
+#include "block/qcow2/node.h"
 #include "block/raw_node.h"
 #include "block/rbd/rbd_node.h"
 
@@ -17,39 +25,57 @@ namespace {
 
 // The backing file a format image names in its header, resolved as QEMU resolves it.
 struct ImageBackingFile {
-  std::string filename;  // absolute; a relative name is taken from the image's directory
+  std::string filename;  // a relative name in the header is taken from the image's directory
   std::string format;    // the header's backing format, or what the driver probed: qcow2, raw
 };
-
-// ===================================== qcow2 hook =====================================
-// The qcow2 driver (block/qcow2/) plugs into bexd here and nowhere else. When it lands, these
-// two functions call it:
-//   OpenQcow2Node:    its open function, given the open `file` child, the open `backing` child
-//                     (nullptr: none) and the Qcow2Options parsed by cli/config/blockdev_schema.cc;
-//                     it returns the node (errors name the node).
-//   Qcow2BackingFile: its helper that reads the header of the image on `file` and returns the
-//                     backing file name resolved against file->filename()'s directory, and
-//                     the backing format, or nullopt when the image has no backing file.
-// Everything else (option parsing, opening the children first, naming and closing them, the
-// backing chain from the headers, locking, query-named-block-nodes) is done already.
-absl::Status Qcow2NotBuilt(const std::string& node_name) {
-  return absl::UnimplementedError(
-      fmt::format("node '{}': the qcow2 driver is not built into this bexd yet", node_name));
-}
 
 absl::StatusOr<std::shared_ptr<BlockNode>> OpenQcow2Node(const std::string& node_name,
                                                          const Qcow2Options& options,
                                                          bool read_only,
                                                          std::shared_ptr<BlockNode> file,
                                                          std::shared_ptr<BlockNode> backing) {
-  return Qcow2NotBuilt(node_name);
+  auto node =
+      qcow2::Qcow2Node::Open(node_name, options, read_only, std::move(file), std::move(backing));
+  if (!node.ok()) return node.status();
+  return std::shared_ptr<BlockNode>(*std::move(node));
+}
+
+// QEMU probes a backing file whose format the header does not name; of the formats bexd knows,
+// only qcow2 has a magic, and anything else is raw.
+absl::StatusOr<std::string> ProbeImageFormat(const std::string& node_name,
+                                             const std::string& filename) {
+  const int fd = open(filename.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(fmt::format("node '{}': cannot open backing file '{}': {}",
+                                           node_name, filename, std::strerror(errno)));
+  }
+  std::array<char, 4> magic{};
+  const ssize_t got = pread(fd, magic.data(), magic.size(), 0);
+  close(fd);
+  constexpr std::array<char, 4> kQcow2Magic = {'Q', 'F', 'I', '\xfb'};
+  return got == static_cast<ssize_t>(magic.size()) && magic == kQcow2Magic ? "qcow2" : "raw";
 }
 
 absl::StatusOr<std::optional<ImageBackingFile>> Qcow2BackingFile(const std::string& node_name,
-                                                                 const BlockNode& file) {
-  return Qcow2NotBuilt(node_name);
+                                                                 BlockNode& file) {
+  absl::StatusOr<qcow2::Qcow2ImageInfo> info = qcow2::ReadQcow2ImageInfo(node_name, file);
+  if (!info.ok()) return info.status();
+  if (info->backing_file.empty()) return std::nullopt;
+  absl::StatusOr<std::string> filename =
+      qcow2::ResolveBackingFileName(file.filename(), info->backing_file);
+  if (!filename.ok()) {
+    return absl::InvalidArgumentError(
+        fmt::format("node '{}': {} (give the backing node with backing=NODE, or backing=null)",
+                    node_name, std::string(filename.status().message())));
+  }
+  std::string format = info->backing_format;
+  if (format.empty()) {
+    absl::StatusOr<std::string> probed = ProbeImageFormat(node_name, *filename);
+    if (!probed.ok()) return probed.status();
+    format = *std::move(probed);
+  }
+  return ImageBackingFile{.filename = *std::move(filename), .format = std::move(format)};
 }
-// =================================== end qcow2 hook ===================================
 
 absl::Status MissingFileChild(const std::string& node_name, std::string_view driver) {
   return absl::InvalidArgumentError(

@@ -46,17 +46,6 @@ struct RawOptions {
   bool operator==(const RawOptions&) const = default;
 };
 
-// qcow2's runtime options, QEMU's names (block/qcow2/ implements the driver). Unset sizes take
-// the driver's defaults.
-struct Qcow2Options {
-  std::optional<bool> lazy_refcounts;  // unset: as the image header says
-  std::optional<uint64_t> l2_cache_size;
-  std::optional<uint64_t> refcount_cache_size;
-  uint64_t cache_clean_interval = 600;  // seconds; 0 never frees unused cache entries
-  DiscardMode discard = DiscardMode::kIgnore;
-  bool operator==(const Qcow2Options&) const = default;
-};
-
 // A host and port (QEMU's InetSocketAddressBase; the port may be a service name).
 struct InetAddress {
   std::string host;
@@ -111,6 +100,26 @@ struct ChildRef {
   std::shared_ptr<const BlockdevOptions> options;  // kInline
 
   bool operator==(const ChildRef& other) const;
+};
+
+// The qcow2 driver's options, with QEMU's names and defaults (block/qcow2/ implements the driver;
+// its `file` and `backing` children are BlockdevOptions::file and ::backing).
+struct Qcow2Options {
+  // lazy-refcounts: defer refcount updates and keep the image marked dirty meanwhile. Unset: the
+  // image's lazy refcounts compatible feature bit decides (QEMU's default).
+  std::optional<bool> lazy_refcounts;
+  // cache-size, l2-cache-size, refcount-cache-size in bytes. Unset: an L2 cache that maps the
+  // whole image, up to 32 MiB (a 256 GiB image with 64 KiB clusters), and a 4-cluster refcount
+  // cache, as QEMU.
+  std::optional<uint64_t> cache_size;
+  std::optional<uint64_t> l2_cache_size;
+  std::optional<uint64_t> refcount_cache_size;
+  // cache-clean-interval: seconds after which cache entries nobody used are dropped (0: never).
+  uint64_t cache_clean_interval = 600;
+  // The node's discard option: with kUnmap, discard requests free clusters and pass the freed
+  // ranges on to the file child; with kIgnore they do nothing.
+  DiscardMode discard = DiscardMode::kIgnore;
+  bool operator==(const Qcow2Options&) const = default;
 };
 
 struct BlockdevOptions {

@@ -59,6 +59,7 @@ block::Qcow2Options ReadQcow2Options(OptionReader& reader) {
   bool lazy = false;
   reader.Bool("lazy-refcounts", &lazy);
   if (reader.Has("lazy-refcounts")) qcow2.lazy_refcounts = lazy;
+  optional_size("cache-size", &qcow2.cache_size);
   optional_size("l2-cache-size", &qcow2.l2_cache_size);
   optional_size("refcount-cache-size", &qcow2.refcount_cache_size);
   reader.Integer("cache-clean-interval", &qcow2.cache_clean_interval, 0, UINT32_MAX);

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "block/file_node.h"
+#include "block/qcow2/backing_name.h"
+#include "block/qcow2/node.h"
 
 namespace bexd::cli {
 namespace {
@@ -40,20 +42,48 @@ const block::FileNode* ProtocolNode(const BlockGraph& graph, const BlockGraph::E
   return child == nullptr ? nullptr : ProtocolNode(graph, *child);
 }
 
+// QEMU's ImageInfo fields that only a qcow2 image has.
+void AddQcow2Info(const block::qcow2::Qcow2Node& node, json* image) {
+  const block::qcow2::Qcow2ImageInfo& info = node.info();
+  (*image)["cluster-size"] = info.cluster_size;
+  (*image)["dirty-flag"] = node.dirty();
+  json data = {{"compat", info.version == 2 ? "0.10" : "1.1"},
+               {"compression-type", info.compression_type}};
+  if (info.version >= 3) {
+    data["lazy-refcounts"] = info.lazy_refcounts;
+    data["corrupt"] = node.corrupt();
+    data["extended-l2"] = info.extended_l2;
+  }
+  data["refcount-bits"] = info.refcount_bits;
+  (*image)["format-specific"] = {{"type", "qcow2"}, {"data", std::move(data)}};
+}
+
 json ImageInfo(const BlockGraph& graph, const BlockGraph::Entry& entry, bool flat) {
   json image = {
       {"filename", Filename(graph, entry)},
       {"format", entry.node->driver_name()},
-      {"virtual-size", entry.node->size()},
+      // QEMU counts lengths in whole 512-byte sectors (bdrv_getlength).
+      {"virtual-size", (entry.node->size() + 511) / 512 * 512},
+      {"dirty-flag", false},
   };
   if (std::optional<uint64_t> bytes = AllocatedBytes(graph, entry)) image["actual-size"] = *bytes;
-  if (const BlockGraph::Entry* backing = ChildEntry(graph, entry, "backing")) {
-    std::string backing_name = Filename(graph, *backing);
-    image["backing-filename"] = backing_name;
-    image["full-backing-filename"] = backing_name;
+  const auto* qcow2 = dynamic_cast<const block::qcow2::Qcow2Node*>(entry.node.get());
+  if (qcow2 != nullptr) AddQcow2Info(*qcow2, &image);
+  const BlockGraph::Entry* backing = ChildEntry(graph, entry, "backing");
+  if (qcow2 != nullptr && !qcow2->info().backing_file.empty()) {
+    // What the header names, also when another backing node (or none) was given, as QEMU.
+    const block::qcow2::Qcow2ImageInfo& info = qcow2->info();
+    image["backing-filename"] = info.backing_file;
+    absl::StatusOr<std::string> full =
+        block::qcow2::ResolveBackingFileName(Filename(graph, entry), info.backing_file);
+    image["full-backing-filename"] = full.ok() ? *full : info.backing_file;
+    if (!info.backing_format.empty()) image["backing-filename-format"] = info.backing_format;
+  } else if (backing != nullptr) {
+    image["backing-filename"] = Filename(graph, *backing);
+    image["full-backing-filename"] = Filename(graph, *backing);
     image["backing-filename-format"] = backing->node->driver_name();
-    if (!flat) image["backing-image"] = ImageInfo(graph, *backing, flat);
   }
+  if (backing != nullptr && !flat) image["backing-image"] = ImageInfo(graph, *backing, flat);
   return image;
 }
 

@@ -130,6 +130,8 @@ absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
                                                "writable node",
                                                options.node_name));
   }
+  absl::Status allowed = graph_.CheckExport(options.node_name, options.id, options.writable);
+  if (!allowed.ok()) return allowed;
   for (const std::string& iothread : spec.iothreads) {
     if (std::find(iothreads_.begin(), iothreads_.end(), iothread) == iothreads_.end()) {
       return ExportError(options.id, fmt::format("iothread '{}' does not name an --object "
@@ -170,7 +172,7 @@ absl::Status Daemon::AddExport(const ExportSpec& spec) {
   absl::StatusOr<std::unique_ptr<exports::Export>> running =
       exports::StartExport(spec.options, graph_.Find(spec.options.node_name)->node, export_ended_);
   if (!running.ok()) return running.status();
-  graph_.Retain(spec.options.node_name);
+  graph_.Retain(spec.options.node_name, spec.options.id, spec.options.writable);
   log::Debug("export '{}' ({}) serves node '{}' at {}", spec.options.id, (*running)->type(),
              spec.options.node_name, Endpoint(spec));
   exports_.push_back({spec, *std::move(running)});
@@ -215,8 +217,9 @@ std::vector<Daemon::LiveExport>::iterator Daemon::RemoveExport(
     std::vector<LiveExport>::iterator it) {
   it->running->Stop();
   std::string node_name = it->spec.options.node_name;
+  std::string id = it->spec.options.id;
   it = exports_.erase(it);
-  graph_.Release(node_name);
+  graph_.Release(node_name, id);
   return it;
 }
 

@@ -39,8 +39,9 @@ def parse_args(repo):
                              "two with fio in a QEMU guest)")
     parser.add_argument("--drivers", default=",".join(matrix.DEFAULT_DRIVERS),
                         help="comma list of null, file (the image with O_DIRECT on the host), "
-                             "pagecache (the image through the host page cache) (default "
-                             "null,file)")
+                             "pagecache (the image through the host page cache), raw, qcow2, "
+                             "qcow2-empty, qcow2-zlib (disk image formats over the file driver; "
+                             "bexd and QSD only) (default null,file)")
     parser.add_argument("--queues", help="queue counts for bexd and the limit responder "
                                          "(default 1,2,4)")
     parser.add_argument("--workloads", help="comma list of RW-ENGINE-jN (default: all 16)")
@@ -167,6 +168,32 @@ def prepare_image(path, size):
     print(f"creating {path} ({size} bytes, preallocation=full)", flush=True)
     subprocess.run(["qemu-img", "create", "-q", "-f", "raw", "-o", "preallocation=full", path,
                     str(size)], check=True)
+
+
+def create_qcow2(path, size, *options):
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", *options, path, str(size)],
+                   check=True)
+
+
+def prepare_format_images(raw_image, size, drivers):
+    """The qcow2 images beside the raw one: fully allocated (preallocation=full: every cluster
+    mapped and written), and zlib-compressed from data that compresses to about half."""
+    if "qcow2" in drivers:
+        path = systems.image_path(raw_image, "qcow2")
+        if not os.path.exists(path):
+            print(f"creating {path} (preallocation=full)", flush=True)
+            create_qcow2(path, size, "-o", "preallocation=full")
+    if "qcow2-zlib" in drivers:
+        path = systems.image_path(raw_image, "qcow2-zlib")
+        if not os.path.exists(path):
+            source = path + ".src"
+            print(f"creating {path} (qemu-img convert -c of half-compressible data)", flush=True)
+            subprocess.run(["fio", "--name=fill", f"--filename={source}", "--rw=write", "--bs=1M",
+                            f"--size={size}", "--buffer_compress_percentage=50",
+                            "--refill_buffers", "--output=/dev/null"], check=True)
+            subprocess.run(["qemu-img", "convert", "-c", "-O", "qcow2", "-o",
+                            "compression_type=zlib", source, path], check=True)
+            os.unlink(source)
 
 
 def check_not_tmpfs(path):
@@ -329,9 +356,10 @@ class Run:
         """Runs every workload against `target`; returns the new count of cells done."""
         if target.system in matrix.GUEST_SYSTEMS:
             done = self.serve_guest(rep, target, done, total, started)
-        elif target.system == "virtiofsd":
+        elif target.system == "virtiofsd" or target.driver == "qcow2-empty":
             # virtiofsd serves one frontend connection and exits: one daemon per cell, and no
-            # memory figures (it is gone when the cell ends).
+            # memory figures (it is gone when the cell ends). An empty image is made anew for
+            # every cell, so that each measures first writes.
             for workload in self.workloads_of(target):
                 done = self.serve(rep, target, [workload], done, total, started, memory=False)
         else:
@@ -355,6 +383,11 @@ class Run:
         try:
             if target.driver == "pagecache":
                 warm_page_cache(self.args.image)
+            if target.driver == "qcow2-empty":
+                path = systems.image_path(self.args.image, target.driver)
+                if os.path.exists(path):
+                    os.unlink(path)
+                create_qcow2(path, self.args.size)
             if daemon:
                 daemon.start()
                 time.sleep(0.5)
@@ -536,9 +569,10 @@ def main():
                 print(" ".join(run.cell_command(target, run.workloads_of(target)[0])))
         return 0
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
-    if "file" in args.driver_list or "pagecache" in args.driver_list:
+    if {"file", "pagecache", *matrix.FORMAT_DRIVERS} & set(args.driver_list):
         prepare_image(args.image, args.size)
         check_not_tmpfs(args.image)
+        prepare_format_images(args.image, args.size, args.driver_list)
     prepare_mountpoint(run.mountpoint)
     if "virtiofsd" in args.system_list or "guest-virtiofsd" in args.system_list:
         prepare_share(run.share_dir, args.image)

@@ -8,8 +8,13 @@ NUMJOBS = (1, 4)
 # file: the image with O_DIRECT on the host; pagecache: the same image through the host page cache
 # (bexd and QSD cache.direct=off, virtiofsd without allow_direct_io); rbd and nbd: remote stores
 # the harness starts (a Ceph cluster, an nbdkit server). All but null and file run on request.
-DRIVERS = ("null", "file", "pagecache", "rbd", "nbd")
+DRIVERS = ("null", "file", "pagecache", "rbd", "nbd", "raw", "qcow2", "qcow2-empty", "qcow2-zlib")
 DEFAULT_DRIVERS = ("null", "file")
+# Disk image formats (issue 13), on request: the raw image under a `raw` node; a fully allocated
+# qcow2 image; an empty qcow2 image, made anew before every cell (writes measure allocation); a
+# zlib-compressed qcow2 image (reads only). All over a file node with O_DIRECT, served by bexd and
+# QSD.
+FORMAT_DRIVERS = ("raw", "qcow2", "qcow2-empty", "qcow2-zlib")
 SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost", "virtiofsd", "guest-bexd",
            "guest-virtiofsd")
 # The guest systems (fio in a QEMU guest under TCG) are slow; they run on request.
@@ -76,6 +81,10 @@ class Target:
     def runs(self, workload):
         """Whether `workload` applies: vhost_bench drives each ring from one thread, so it has no
         numjobs; its aio cells keep 16 requests in flight per ring, its sync cells one."""
+        if self.driver == "qcow2-zlib" and workload.is_write:
+            return False  # a write would allocate: the image would not stay compressed
+        if self.driver == "qcow2-empty" and not workload.is_write:
+            return False  # reads of an empty image read no clusters
         return self.system not in VHOST_SYSTEMS or workload.numjobs == 1
 
 
@@ -100,6 +109,13 @@ def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRT
     twin."""
     result = []
     for driver in drivers:
+        if driver in FORMAT_DRIVERS:
+            # Only the FUSE exports of bexd and QSD serve images.
+            if "qsd" in systems:
+                result.append(Target("qsd", driver, 1))
+            if "bexd" in systems:
+                result += [Target("bexd", driver, q) for q in queue_counts]
+            continue
         if "limit" in systems and driver == "null":
             result += [Target("limit", "null", q) for q in queue_counts]
         if "qsd" in systems:

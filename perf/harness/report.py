@@ -197,6 +197,21 @@ def check_targets(summary):
     check("nbd: every cell ≥ 1.3× QSD (same nbdkit server)", nbd_targets, lambda w: True,
           lambda t: "qsd-nbd", 1.3)
 
+    # Issue 13: disk image formats against bexd's raw file export and QSD serving the same image.
+    def of(driver):
+        return [t for t in bexd if t.driver == driver]
+    qd16 = lambda w: w.engine == "aio"  # noqa: E731
+    check("qcow2 (allocated): every cell ≥ 0.9× bexd's file export with the same queues",
+          of("qcow2"), lambda w: True, lambda t: f"bexd-file-q{t.queues}", 0.9)
+    check("qcow2 (allocated): every QD16 cell ≥ 1.5× QSD's qcow2", of("qcow2"), qd16,
+          lambda t: "qsd-qcow2", 1.5)
+    check("qcow2 (empty): first writes ≥ 1.3× QSD's", of("qcow2-empty"), lambda w: True,
+          lambda t: "qsd-qcow2-empty", 1.3)
+    check("qcow2 (zlib): sequential reads at least QSD's", of("qcow2-zlib"),
+          lambda w: w.rw == "read", lambda t: "qsd-qcow2-zlib", 1.0)
+    check("raw: every cell ≥ 0.9× bexd's file export with the same queues", of("raw"),
+          lambda w: True, lambda t: f"bexd-file-q{t.queues}", 0.9)
+
     # More queues never lose at QD1: each multi-queue bexd target against its one-queue sibling.
     failing, compared = [], 0
     for target in bexd:

@@ -9,7 +9,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from harness.matrix import BACKEND
+from harness.matrix import BACKEND, FORMAT_DRIVERS
 
 MOUNT_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
@@ -23,6 +23,21 @@ class DaemonError(Exception):
 FILE_CACHE = {"file": "cache.direct=on", "pagecache": "cache.direct=off"}
 
 
+def image_path(raw_image, driver):
+    """The image a driver serves: the raw image, or a qcow2 image beside it."""
+    if driver.startswith("qcow2"):
+        return f"{os.path.splitext(raw_image)[0]}-{driver}.qcow2"
+    return raw_image
+
+
+def format_node(driver, image):
+    """The node of a format driver, the same for bexd and QSD: the format over a file node with
+    O_DIRECT and libaio; the compressed image read-only (writes would allocate)."""
+    node = (f"driver={'raw' if driver == 'raw' else 'qcow2'},node-name=n0,cache.direct=on,"
+            f"file.driver=file,file.filename={image_path(image, driver)},file.aio=native")
+    return node + (",read-only=on" if driver == "qcow2-zlib" else "")
+
+
 @dataclass(frozen=True)
 class Remote:
     """Where the remote drivers' stores are: the Ceph cluster's client configuration (rbd) and
@@ -33,6 +48,8 @@ class Remote:
 
 def _node(target, image, size, remote, qsd):
     """The --blockdev of `target`'s driver, in bexd's or QSD's spelling."""
+    if target.driver in FORMAT_DRIVERS:
+        return format_node(target.driver, image)
     if target.driver == "null":
         return f"driver={'null-co' if qsd else 'null'},node-name=n0,size={size},read-zeroes=on"
     if target.driver == "rbd":
@@ -69,6 +86,7 @@ def daemon_command(target, binaries, image, mountpoint, size, socket_path, share
         if target.driver == "file":
             command += ["-o", "allow_direct_io"]
         return command
+    writable = "off" if target.driver == "qcow2-zlib" else "on"
     if backend == "bexd":
         node = _node(target, image, size, remote, qsd=False)
         if target.system != "bexd":
@@ -76,8 +94,8 @@ def daemon_command(target, binaries, image, mountpoint, size, socket_path, share
                       f"addr.path={socket_path},tag=bench,writable=on,"
                       f"num-request-queues={target.queues}")
         else:
-            export = (f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable=on,"
-                      f"num-queues={target.queues}")
+            export = (f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},"
+                      f"writable={writable},num-queues={target.queues}")
         bexd = binaries["base-bexd" if target.baseline else "bexd"]
         return [bexd, "--blockdev", node, "--export", export]
     if target.system == "qsd":
@@ -85,7 +103,8 @@ def daemon_command(target, binaries, image, mountpoint, size, socket_path, share
         # request handling off the main loop.
         node = _node(target, image, size, remote, qsd=True)
         return [binaries["qsd"], "--object", "iothread,id=io0", "--blockdev", node, "--export",
-                f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable=on,iothread=io0"]
+                f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable={writable},"
+                "iothread=io0"]
     raise ValueError(f"unknown system '{target.system}'")
 
 

@@ -3,6 +3,7 @@
 // leave nothing open, and image locks across the graph.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "block/graph.h"
@@ -147,28 +148,66 @@ TEST_F(GraphTest, FailedOpenClosesTheChildrenItOpened) {
   EXPECT_TRUE(CanOpen(image_, /*read_only=*/false));
 }
 
-TEST_F(GraphTest, Qcow2IsNotBuiltYetAndLeavesNothingOpen) {
+TEST_F(GraphTest, NotAQcow2ImageLeavesNothingOpen) {
   BlockdevOptions qcow2;
   qcow2.node_name = "fmt0";
   qcow2.driver = Qcow2Options{};
-  qcow2.file = Inline(FileNodeOptions(image_));
-  absl::Status status = graph_.Add(qcow2);
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(Message(status), "node 'fmt0': the qcow2 driver is not built into this bexd yet");
+  qcow2.file = Inline(FileNodeOptions(image_, "proto0"));
+  EXPECT_EQ(
+      Message(graph_.Add(qcow2)),
+      "node 'fmt0': the image is not in qcow2 format (no qcow2 magic) (qcow2 image on file '" +
+          image_ + "' (writable, aio=native, cache.direct=off))");
   qcow2.backing = ChildRef{.kind = ChildRef::Kind::kNull};
-  EXPECT_EQ(graph_.Add(qcow2).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_FALSE(graph_.Add(qcow2).ok());
   EXPECT_TRUE(graph_.entries().empty());
   EXPECT_TRUE(CanOpen(image_, /*read_only=*/false));
+}
+
+// The backing chain the headers name opens by itself, read-only (other readers may share the
+// files, no writer may), relative to each image's directory, and closes with the image.
+TEST_F(GraphTest, Qcow2BackingChainFromTheHeadersOpensReadOnlyAndShared) {
+  const std::string dir = dir_.path();
+  ASSERT_EQ(
+      std::system(("mkdir -p " + dir + "/sub && qemu-img create -q -f raw " + dir +
+                   "/sub/base.raw 4M && qemu-img create -q -f qcow2 -b base.raw -F raw " + dir +
+                   "/sub/mid.qcow2 && qemu-img create -q -f qcow2 -b sub/mid.qcow2 -F qcow2 " +
+                   dir + "/top.qcow2")
+                      .c_str()),
+      0);
+  BlockdevOptions qcow2;
+  qcow2.node_name = "fmt0";
+  qcow2.driver = Qcow2Options{};
+  qcow2.file = Inline(FileNodeOptions(dir + "/top.qcow2"));
+  ASSERT_TRUE(graph_.Add(qcow2).ok()) << graph_.Add(qcow2);
+  // top's file, base's file, base (raw), mid's file, mid, top.
+  ASSERT_EQ(graph_.entries().size(), 6u);
+  const BlockGraph::Child* backing = graph_.Find("fmt0")->FindChild("backing");
+  ASSERT_NE(backing, nullptr);
+  const BlockGraph::Entry* mid = graph_.Find(backing->node_name);
+  EXPECT_EQ(mid->node->driver_name(), "qcow2");
+  EXPECT_TRUE(mid->node->read_only());
+  EXPECT_EQ(mid->node->filename(), dir + "/sub/mid.qcow2");
+  const BlockGraph::Entry* base = graph_.Find(mid->FindChild("backing")->node_name);
+  EXPECT_EQ(base->node->driver_name(), "raw");
+  EXPECT_TRUE(base->node->read_only());
+  for (const char* file : {"/sub/mid.qcow2", "/sub/base.raw"}) {
+    EXPECT_TRUE(CanOpen(dir + file, /*read_only=*/true)) << file;
+    EXPECT_FALSE(CanOpen(dir + file, /*read_only=*/false)) << file;
+  }
+  EXPECT_FALSE(CanOpen(dir + "/top.qcow2", /*read_only=*/true));
+  ASSERT_TRUE(graph_.Delete("fmt0").ok());
+  EXPECT_TRUE(graph_.entries().empty());
+  EXPECT_TRUE(CanOpen(dir + "/sub/base.raw", /*read_only=*/false));
 }
 
 TEST_F(GraphTest, AnExportedInlineChildOutlivesItsParent) {
   BlockdevOptions child = FileNodeOptions(image_, "proto0");
   ASSERT_TRUE(graph_.Add(RawOver(Inline(child), "fmt0")).ok());
-  graph_.Retain("proto0");
+  graph_.Retain("proto0", "e0", false);
   ASSERT_TRUE(graph_.Delete("fmt0").ok());
   ASSERT_NE(graph_.Find("proto0"), nullptr);
-  EXPECT_EQ(graph_.Find("proto0")->users, 1u);
-  graph_.Release("proto0");
+  EXPECT_EQ(graph_.Find("proto0")->exporters.size(), 1u);
+  graph_.Release("proto0", "e0");
   EXPECT_EQ(graph_.Find("proto0"), nullptr);
   EXPECT_TRUE(graph_.entries().empty());
 }

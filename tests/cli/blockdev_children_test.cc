@@ -164,7 +164,12 @@ TEST(BlockdevChildrenTest, Qcow2OptionsTakeQemuNames) {
   const auto& defaults = std::get<block::Qcow2Options>(plain.driver);
   EXPECT_FALSE(defaults.lazy_refcounts.has_value());
   EXPECT_FALSE(defaults.l2_cache_size.has_value());
+  EXPECT_FALSE(defaults.cache_size.has_value());
   EXPECT_EQ(defaults.cache_clean_interval, 600u);
+
+  const block::BlockdevOptions total = FromKeyval("qcow2,node-name=q,file=f,cache-size=8M");
+  EXPECT_EQ(std::get<block::Qcow2Options>(total.driver).cache_size,
+            std::optional<uint64_t>(8u << 20));
 }
 
 TEST(BlockdevChildrenTest, ErrorsNameTheChildKey) {

@@ -1,9 +1,13 @@
 // The block graph over QMP against a real bexd: raw over file by node name and inline,
-// query-named-block-nodes in QEMU's shapes, blockdev-del refused with QEMU's errors while a node
-// or an export uses a node, inline children closed with their parent, and data through a FUSE
-// export of the raw node landing at its offset in the image.
+// query-named-block-nodes in QEMU's shapes (a qcow2 chain compared field by field with
+// qemu-storage-daemon's), blockdev-del refused with QEMU's errors while a node or an export uses
+// a node, QEMU's permission conflicts, inline children closed with their parent, and data through
+// a FUSE export of the raw node landing at its offset in the image.
 #include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -149,8 +153,9 @@ TEST_F(ControlTest, FailedBlockdevAddLeavesNoNodeBehind) {
        "Cannot find device='ghost' nor node-name='ghost'"},
       {{{"driver", "qcow2"},
         {"node-name", "q"},
-        {"file", {{"driver", "file"}, {"filename", other}}}},
-       "node 'q': the qcow2 driver is not built into this bexd yet"},
+        {"file", {{"driver", "file"}, {"filename", other}, {"node-name", "proto"}}}},
+       "node 'q': the image is not in qcow2 format (no qcow2 magic) (qcow2 image on file '" +
+           other + "' (writable, aio=native, cache.direct=off))"},
       {{{"driver", "raw"},
         {"node-name", "r"},
         {"offset", 2 * kMiB},
@@ -172,6 +177,194 @@ TEST_F(ControlTest, FailedBlockdevAddLeavesNoNodeBehind) {
   EXPECT_EQ(Success(client->Execute("blockdev-add",
                                     {{"driver", "file"}, {"node-name", "f"}, {"filename", other}})),
             "");
+}
+
+// qemu-storage-daemon with a QMP socket, stopped at the end.
+class Qsd {
+ public:
+  Qsd(std::vector<std::string> args, const std::string& socket) {
+    args.insert(args.begin(), "qemu-storage-daemon");
+    args.insert(args.end(), {"--chardev", "socket,id=m0,server=on,wait=off,path=" + socket,
+                             "--monitor", "chardev=m0"});
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    if (::posix_spawnp(&pid_, "qemu-storage-daemon", nullptr, nullptr, argv.data(), environ) != 0) {
+      pid_ = -1;
+    }
+  }
+  ~Qsd() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  bool started() const { return pid_ > 0; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// A node of `nodes` that matches `node`: the same name, or for an automatically named one the
+// same driver and file.
+const json* Counterpart(const json& nodes, const json& node) {
+  const std::string name = node["node-name"];
+  for (const json& other : nodes) {
+    if (!name.starts_with("#") && other["node-name"] == name) return &other;
+    if (name.starts_with("#") && std::string(other["node-name"]).starts_with("#") &&
+        other["drv"] == node["drv"] && other["file"] == node["file"]) {
+      return &other;
+    }
+  }
+  return nullptr;
+}
+
+// The same graph in qemu-storage-daemon 7.2 and in bexd: a qcow2 image over a file node by name
+// whose backing chain (qcow2, then raw) comes from the headers, and a read-only v2 image with
+// its file inline and backing=null. query-named-block-nodes must agree field by field (less the
+// automatic names, which QEMU draws at random).
+TEST_F(ControlTest, Qcow2GraphShowsAsQsdShowsIt) {
+  int status = 0;
+  auto run = [&](const std::string& command) {
+    status = std::system((command + " >/dev/null 2>&1").c_str());
+    ASSERT_EQ(status, 0) << command;
+  };
+  const std::string sub = Path("sub");
+  run("mkdir -p " + sub);
+  run("qemu-img create -f raw " + sub + "/base.raw 32M");
+  run("qemu-io -f raw -c 'write -P 1 0 1M' " + sub + "/base.raw");
+  run("qemu-img create -f qcow2 -o cluster_size=4k -b base.raw -F raw " + sub + "/mid.qcow2");
+  run("qemu-io -c 'write -P 2 1M 1M' " + sub + "/mid.qcow2");
+  run("qemu-img create -f qcow2 -b sub/mid.qcow2 -F qcow2 " + Path("top.qcow2"));
+  run("qemu-io -c 'write -P 3 64k 64k' " + Path("top.qcow2"));
+  run("qemu-img create -f qcow2 -o compat=0.10 -b top.qcow2 -F qcow2 " + Path("v2.qcow2") + " 48M");
+  const std::vector<std::string> graph = {
+      "--blockdev",
+      "driver=file,node-name=file0,filename=" + Path("top.qcow2"),
+      "--blockdev",
+      "driver=qcow2,node-name=fmt0,file=file0",
+      "--blockdev",
+      // JSON: in QEMU's keyval, backing=null names a node called "null".
+      json({{"driver", "qcow2"},
+            {"node-name", "fmt1"},
+            {"read-only", true},
+            {"backing", nullptr},
+            {"file", {{"driver", "file"}, {"filename", Path("v2.qcow2")}}}})
+          .dump(),
+  };
+
+  json expected;
+  {
+    const std::string qsd_socket = Path("qsd.sock");
+    Qsd qsd(graph, qsd_socket);
+    ASSERT_TRUE(qsd.started());
+    QmpClient qsd_client(qsd_socket);
+    ASSERT_TRUE(qsd_client.connected());
+    qsd_client.Negotiate();
+    expected = qsd_client.Execute("query-named-block-nodes")["return"];
+  }
+  std::vector<std::string> extra = graph;
+  StartDaemon(extra);
+  auto client = Connect();
+  client->Negotiate();
+  json nodes = client->Execute("query-named-block-nodes")["return"];
+  // bexd's own disk0 is not in QSD's graph.
+  ASSERT_EQ(nodes.size(), expected.size() + 1) << nodes.dump(1) << expected.dump(1);
+  for (const json& node : expected) {
+    const json* ours = Counterpart(nodes, node);
+    ASSERT_NE(ours, nullptr) << "no counterpart in bexd for " << node.dump(1);
+    json theirs = node;
+    json mine = *ours;
+    mine["node-name"] = theirs["node-name"];
+    if (theirs["node-name"] == "fmt1") {
+      // QEMU names a node whose options say more than its file name with all of them
+      // ("json:{...backing: null...}"); bexd keeps the file name.
+      EXPECT_TRUE(std::string(theirs["file"]).starts_with("json:{")) << theirs["file"];
+      theirs["file"] = mine["file"];
+      theirs["image"]["filename"] = mine["image"]["filename"];
+    }
+    for (const auto& [key, value] : theirs.items()) {
+      EXPECT_EQ(mine.value(key, json()), value) << node["node-name"] << " " << key;
+    }
+    for (const auto& [key, value] : mine.items()) {
+      EXPECT_TRUE(theirs.contains(key)) << node["node-name"] << ": bexd shows " << key;
+    }
+  }
+  const json* fmt0 = FindNode(nodes, "fmt0");
+  ASSERT_NE(fmt0, nullptr);
+  EXPECT_EQ((*fmt0)["backing_file_depth"], 2);
+  EXPECT_EQ((*fmt0)["image"]["backing-image"]["backing-image"]["format"], "raw");
+
+  // The automatic backing nodes belong to fmt0; fmt0's file child is in use.
+  EXPECT_EQ(ErrorDesc(client->Execute("blockdev-del", {{"node-name", "file0"}})),
+            "Block device file0 is in use");
+  ASSERT_EQ(Success(client->Execute("blockdev-del", {{"node-name", "fmt0"}})), "");
+  EXPECT_EQ(client->Execute("query-named-block-nodes")["return"].size(), 4u)
+      << "the backing chain closed with fmt0";
+}
+
+// A node given as backing by name is held by its parent (QEMU's error), and the qcow2 node's
+// claim on its file child conflicts with a writable export of it, with QEMU's error.
+TEST_F(ControlTest, Qcow2ChildrenAreHeldAndPermissionsConflictAsInQemu) {
+  int status = std::system(("qemu-img create -f qcow2 " + Path("base.qcow2") +
+                            " 8M >/dev/null && qemu-img create -f qcow2 " + Path("top.qcow2") +
+                            " 8M >/dev/null && qemu-img create -f qcow2 " + Path("two.qcow2") +
+                            " 8M >/dev/null")
+                               .c_str());
+  ASSERT_EQ(status, 0);
+  StartDaemon();
+  auto client = Connect();
+  client->Negotiate();
+  ASSERT_EQ(
+      Success(client->Execute("blockdev-add",
+                              {{"driver", "qcow2"},
+                               {"node-name", "base0"},
+                               {"read-only", true},
+                               {"file", {{"driver", "file"}, {"filename", Path("base.qcow2")}}}})),
+      "");
+  ASSERT_EQ(Success(client->Execute(
+                "blockdev-add", {{"driver", "qcow2"},
+                                 {"node-name", "top0"},
+                                 {"backing", "base0"},
+                                 {"file", {{"driver", "file"}, {"filename", Path("top.qcow2")}}}})),
+            "");
+  EXPECT_EQ(ErrorDesc(client->Execute("blockdev-del", {{"node-name", "base0"}})),
+            "Node 'base0' is busy: node is used as backing hd of 'top0'");
+  json nodes = client->Execute("query-named-block-nodes")["return"];
+  EXPECT_EQ((*FindNode(nodes, "top0"))["backing_file"], Path("base.qcow2"));
+  EXPECT_EQ((*FindNode(nodes, "top0"))["backing_file_depth"], 1);
+
+  // disk0 is exported writable (exp0): a qcow2 node over it may not refuse others writes.
+  EXPECT_EQ(ErrorDesc(client->Execute(
+                "blockdev-add", {{"driver", "qcow2"}, {"node-name", "q"}, {"file", "disk0"}})),
+            "Permission conflict on node 'disk0': permissions 'write, resize' are both required "
+            "by export 'exp0' (uses node 'disk0' as 'root' child) and unshared by node 'q' (uses "
+            "node 'disk0' as 'file' child).");
+  EXPECT_EQ(FindNode(client->Execute("query-named-block-nodes")["return"], "q"), nullptr);
+  // A raw node without offset or size passes the export's writes through: no conflict.
+  EXPECT_EQ(Success(client->Execute("blockdev-add",
+                                    {{"driver", "raw"}, {"node-name", "r"}, {"file", "disk0"}})),
+            "");
+  // Two writable qcow2 nodes on one file: each refuses what the other takes.
+  ASSERT_EQ(Success(client->Execute(
+                "blockdev-add",
+                {{"driver", "file"}, {"node-name", "f2"}, {"filename", Path("two.qcow2")}})),
+            "");
+  ASSERT_EQ(Success(client->Execute("blockdev-add",
+                                    {{"driver", "qcow2"}, {"node-name", "w1"}, {"file", "f2"}})),
+            "");
+  EXPECT_EQ(ErrorDesc(client->Execute("blockdev-add",
+                                      {{"driver", "qcow2"}, {"node-name", "w2"}, {"file", "f2"}})),
+            "Permission conflict on node 'f2': permissions 'write, resize' are both required by "
+            "node 'w1' (uses node 'f2' as 'file' child) and unshared by node 'w2' (uses node 'f2' "
+            "as 'file' child).");
+  // Read-only, both can.
+  ASSERT_EQ(Success(client->Execute("blockdev-del", {{"node-name", "w1"}})), "");
+  for (const char* name : {"r1", "r2"}) {
+    EXPECT_EQ(Success(client->Execute(
+                  "blockdev-add",
+                  {{"driver", "qcow2"}, {"node-name", name}, {"read-only", true}, {"file", "f2"}})),
+              "");
+  }
 }
 
 }  // namespace

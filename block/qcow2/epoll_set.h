@@ -1,0 +1,14 @@
+// An epoll fd that becomes readable when any of several fds does: a qcow2 queue's event_fd() over
+// its own eventfd and its child queues' fds, and the metadata thread's wait.
+#pragma once
+
+#include <absl/status/status.h>
+
+#include <initializer_list>
+
+namespace bexd::block::qcow2 {
+
+// Adds every fd that is not negative to `epoll_fd`, level-triggered, for reading.
+absl::Status WatchForReading(int epoll_fd, std::initializer_list<int> fds);
+
+}  // namespace bexd::block::qcow2

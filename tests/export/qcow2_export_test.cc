@@ -1,0 +1,466 @@
+// qcow2 images served by a real bexd over real FUSE mounts, checked by QEMU's tools, never by
+// bexd's own reading: QSD's manual example unchanged; images qemu-img made (v2/v3, cluster sizes,
+// zlib and zstd compression, backing chains, internal snapshots) read as `qemu-img convert -O raw`
+// shows them; fio's verified writes from four jobs on four queues leave an image that `qemu-img
+// check` finds clean and `qemu-img compare` finds equal to what the mount showed; a SIGKILL under
+// writes leaves no corruption and every fsync'ed write; discard and write-zeroes show in `qemu-img
+// map`; the backing chain is locked as QEMU locks it; and exporting the image's file child for
+// writing beside the qcow2 node is refused with QEMU's permission conflict.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/cli/bexd_process.h"
+#include "tests/export/export_fixture.h"
+
+namespace bexd::exp::testing {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+class Qcow2ExportTest : public FuseExportTest {
+ protected:
+  // Runs a command that must succeed; its output.
+  std::string Run(const std::string& command) {
+    int status = 0;
+    std::string output = RunCommand(command, &status);
+    EXPECT_EQ(status, 0) << command << "\n" << output;
+    return output;
+  }
+  std::string Path(const std::string& name) const { return scratch_.path() + "/" + name; }
+  // What QEMU reads from `image`.
+  std::vector<uint8_t> QemuRaw(const std::string& image) {
+    const std::string raw = image + ".qemu-raw";
+    Run("qemu-img convert -O raw " + image + " " + raw);
+    std::vector<uint8_t> bytes = ReadWholeFile(raw);
+    ::unlink(raw.c_str());
+    return bytes;
+  }
+  // `qemu-img check` as JSON; its exit status in `status` (0 clean, 3 leaks only).
+  nlohmann::json Check(const std::string& image, int* status) {
+    std::string output = RunCommand("qemu-img check --output=json " + image, status);
+    auto check = nlohmann::json::parse(output, nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(check.is_discarded()) << output;
+    return check;
+  }
+  void ExpectClean(const std::string& image) {
+    int status = 0;
+    nlohmann::json check = Check(image, &status);
+    EXPECT_EQ(status, 0) << check.dump(1);
+    EXPECT_EQ(check.value("corruptions", 0), 0) << check.dump(1);
+    EXPECT_EQ(check.value("leaks", 0), 0) << check.dump(1);
+  }
+  // Writes `bytes` into the image at `offset` with qemu-io (the image's data comes from QEMU).
+  void QemuWrite(const std::string& image, uint64_t offset, uint64_t bytes, int pattern) {
+    Run("qemu-io -f qcow2 -c 'write -P " + std::to_string(pattern) + " " + std::to_string(offset) +
+        " " + std::to_string(bytes) + "' " + image);
+  }
+  // Detaches a mount a killed daemon left behind.
+  static void Detach(const std::string& mountpoint) {
+    if (IsFuseMounted(mountpoint)) ::umount2(mountpoint.c_str(), MNT_DETACH);
+  }
+};
+
+void WriteAt(const std::string& path, const std::vector<uint8_t>& data, uint64_t offset) {
+  int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << path << ": " << std::strerror(errno);
+  ASSERT_EQ(::pwrite(fd, data.data(), data.size(), offset), ssize_t(data.size()))
+      << std::strerror(errno);
+  EXPECT_EQ(::fsync(fd), 0) << std::strerror(errno);
+  ::close(fd);
+}
+
+std::vector<uint8_t> Pattern(size_t length, uint64_t offset, uint32_t seed) {
+  std::vector<uint8_t> bytes(length);
+  FillPattern(bytes.data(), length, offset, seed);
+  return bytes;
+}
+
+// The qemu-storage-daemon manual's FUSE example, word for word, in the image's directory: the
+// qcow2 image shows as a raw file at its own path, and writes through it land in the image.
+TEST_F(Qcow2ExportTest, QsdManualExampleRunsUnchanged) {
+  const std::string image = Path("disk.qcow2");
+  Run("qemu-img create -f qcow2 " + image + " 64M");
+  QemuWrite(image, 0, kMiB, 0x11);
+  QemuWrite(image, 40 * kMiB + 512, 3 * 65536, 0x22);
+  const std::vector<uint8_t> before = QemuRaw(image);
+
+  char cwd[4096];
+  ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
+  ASSERT_EQ(::chdir(scratch_.path().c_str()), 0);
+  Daemon daemon({"--blockdev", "driver=file,node-name=file,filename=disk.qcow2", "--blockdev",
+                 "driver=qcow2,node-name=qcow2,file=file", "--export",
+                 "type=fuse,id=export,node-name=qcow2,mountpoint=disk.qcow2,writable=on"});
+  ASSERT_EQ(::chdir(cwd), 0);
+  ASSERT_TRUE(daemon.WaitMounted(image));
+  EXPECT_EQ(FileSize(image), 64 * kMiB);
+  EXPECT_TRUE(ReadWholeFile(image) == before) << "the mount differs from qemu-img convert";
+
+  std::vector<uint8_t> expected = before;
+  for (uint64_t offset : {uint64_t{4096}, 40 * kMiB, 63 * kMiB + 12345}) {
+    std::vector<uint8_t> data = Pattern(100000, offset, 7);
+    WriteAt(image, data, offset);
+    std::copy(data.begin(), data.end(), expected.begin() + offset);
+  }
+  EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+  ASSERT_FALSE(IsFuseMounted(image));
+  ExpectClean(image);
+  EXPECT_TRUE(QemuRaw(image) == expected) << "qemu-img reads other data than was written";
+}
+
+// Images as qemu-img makes them, all served by one bexd, each read through its mount and
+// compared with `qemu-img convert -O raw`.
+TEST_F(Qcow2ExportTest, QemuImagesReadAsQemuReadsThem) {
+  struct Image {
+    std::string name;
+    std::string create;  // qemu-img options
+    bool compress = false;
+    std::string compression_type;
+  };
+  const std::vector<Image> images = {
+      {"v2.qcow2", "-o compat=0.10"},        {"c512.qcow2", "-o cluster_size=512"},
+      {"c4k.qcow2", "-o cluster_size=4096"}, {"c64k.qcow2", ""},
+      {"c2m.qcow2", "-o cluster_size=2M"},   {"sub.qcow2", "-o extended_l2=on,cluster_size=128k"},
+      {"r1.qcow2", "-o refcount_bits=1"},    {"zlib.qcow2", "", true, "zlib"},
+      {"zstd.qcow2", "", true, "zstd"},
+  };
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> mounts;  // image, mountpoint
+  for (const Image& image : images) {
+    const std::string path = Path(image.name);
+    if (image.compress) {
+      // Data in a raw file, compressed by convert -c.
+      const std::string raw = Path(image.name + ".src");
+      Run("qemu-img create -f raw " + raw + " 24M");
+      Run("qemu-io -f raw -c 'write -P 0x5a 0 5M' -c 'write -P 0 6M 1M' -c 'write -P 0x7b 9M "
+          "7M' " +
+          raw);
+      // Incompressible data too: compressed clusters must hold whole clusters either way.
+      Run("dd if=/dev/urandom of=" + raw + " bs=64k count=20 seek=300 conv=notrunc status=none");
+      Run("qemu-img convert -c -O qcow2 -o compression_type=" + image.compression_type + " " + raw +
+          " " + path);
+    } else {
+      Run("qemu-img create -f qcow2 " + image.create + " " + path + " 24M");
+      QemuWrite(path, 0, 65536, 1);
+      QemuWrite(path, 3 * kMiB + 512, 2 * kMiB + 1024, 2);
+      QemuWrite(path, 24 * kMiB - 4096, 4096, 3);
+      Run("qemu-io -f qcow2 -c 'write -z 3584k 64k' " + path);
+    }
+    const std::string mountpoint = MakeMountpoint(image.name + ".mnt");
+    const std::string node = "n" + std::to_string(mounts.size());
+    args.insert(
+        args.end(),
+        {"--blockdev",
+         "driver=qcow2,node-name=" + node + ",read-only=on,file.driver=file,file.filename=" + path,
+         "--export", "type=fuse,id=e" + node + ",node-name=" + node + ",mountpoint=" + mountpoint});
+    mounts.emplace_back(path, mountpoint);
+  }
+  // Internal snapshots: the active layer is what QEMU reads; the clusters the snapshot shares
+  // are read in place.
+  const std::string snap = Path("snap.qcow2");
+  Run("qemu-img create -f qcow2 " + snap + " 8M");
+  QemuWrite(snap, 0, 4 * kMiB, 0x31);
+  Run("qemu-img snapshot -c first " + snap);
+  QemuWrite(snap, kMiB, kMiB, 0x32);
+  Run("qemu-img snapshot -c second " + snap);
+  QemuWrite(snap, 6 * kMiB, 512, 0x33);
+  const std::string snap_mount = MakeMountpoint("snap.mnt");
+  args.insert(args.end(),
+              {"--blockdev",
+               "driver=qcow2,node-name=snap,read-only=on,file.driver=file,"
+               "file.filename=" +
+                   snap,
+               "--export", "type=fuse,id=esnap,node-name=snap,mountpoint=" + snap_mount});
+  mounts.emplace_back(snap, snap_mount);
+
+  // A backing chain three deep, named relative to each image's directory: base (raw), mid,
+  // top, each overwriting part of the one below. bexd runs elsewhere, so only the header's
+  // names lead to the files.
+  Run("mkdir -p " + Path("chain/sub"));
+  const std::string base = Path("chain/sub/base.raw");
+  Run("qemu-img create -f raw " + base + " 16M");
+  Run("qemu-io -f raw -c 'write -P 0x41 0 16M' " + base);
+  const std::string mid = Path("chain/sub/mid.qcow2");
+  Run("qemu-img create -f qcow2 -b base.raw -F raw " + mid);
+  QemuWrite(mid, 2 * kMiB, 4 * kMiB, 0x42);
+  const std::string top = Path("chain/top.qcow2");
+  Run("qemu-img create -f qcow2 -b sub/mid.qcow2 -F qcow2 " + top);
+  QemuWrite(top, 3 * kMiB, 65536 + 512, 0x43);
+  Run("qemu-io -f qcow2 -c 'write -z 5M 64k' " + top);
+  const std::string top_mount = MakeMountpoint("top.mnt");
+  args.insert(args.end(),
+              {"--blockdev", "driver=qcow2,node-name=top,file.driver=file,file.filename=" + top,
+               "--export", "type=fuse,id=etop,node-name=top,mountpoint=" + top_mount});
+  mounts.emplace_back(top, top_mount);
+
+  std::vector<std::vector<uint8_t>> expected;
+  for (const auto& [image, mountpoint] : mounts) expected.push_back(QemuRaw(image));
+  Daemon daemon(args);
+  for (size_t i = 0; i < mounts.size(); ++i) {
+    const auto& [image, mountpoint] = mounts[i];
+    ASSERT_TRUE(daemon.WaitMounted(mountpoint)) << image;
+    EXPECT_TRUE(ReadWholeFile(mountpoint) == expected[i]) << image << " reads other bytes";
+  }
+  EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+  for (const auto& [image, mountpoint] : mounts) ExpectClean(image);
+}
+
+// fio with crc32c verification, four jobs on a four-queue export, sequential and random, over a
+// fresh image and one with a backing file; then the image is clean (no leaks after a clean stop)
+// and qemu-img compare finds it equal to what the mount showed.
+TEST_F(Qcow2ExportTest, FioVerifiedWritesLeaveACleanEqualImage) {
+  constexpr uint64_t kJobBytes = 16 * kMiB;
+  const std::string base = Path("base.qcow2");
+  Run("qemu-img create -f qcow2 " + base + " 64M");
+  QemuWrite(base, 0, 64 * kMiB, 0x66);
+  for (bool backed : {false, true}) {
+    for (const std::string& rw : {"randwrite", "write"}) {
+      SCOPED_TRACE(std::string(backed ? "backed " : "fresh ") + rw);
+      const std::string image = Path(std::string(backed ? "backed-" : "fresh-") + rw + ".qcow2");
+      Run("qemu-img create -f qcow2 " +
+          std::string(backed ? "-b base.qcow2 -F qcow2 " : "-o cluster_size=65536 ") + image +
+          " 64M");
+      const std::string mountpoint = MakeMountpoint(rw + (backed ? "-backed.mnt" : "-fresh.mnt"));
+      {
+        Daemon daemon(
+            {"--blockdev", "driver=qcow2,node-name=fmt,file.driver=file,file.filename=" + image,
+             "--export",
+             "type=fuse,id=e0,node-name=fmt,writable=on,num-queues=4,mountpoint=" + mountpoint});
+        ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+        // 12 KiB blocks straddle 64 KiB clusters: partial-cluster copy-on-write. Each job's size
+        // is a multiple of the block size, or its last block would reach into the next job's
+        // region and spoil that job's verification.
+        constexpr uint64_t kBlock = 12 * 1024;
+        int status = 0;
+        const std::string output =
+            RunCommand("fio --name=qcow2job --filename=" + mountpoint +
+                           " --ioengine=libaio --direct=1 --iodepth=16 --rw=" + rw +
+                           " --bs=" + std::to_string(kBlock) +
+                           " --size=" + std::to_string(kJobBytes / kBlock * kBlock) +
+                           " --numjobs=4 --offset_increment=" + std::to_string(kJobBytes) +
+                           " --verify=crc32c --verify_fatal=1 --do_verify=1 --verify_state_save=0"
+                           " --group_reporting",
+                       &status);
+        EXPECT_EQ(status, 0) << output;
+        EXPECT_EQ(output.find("verify failed"), std::string::npos) << output;
+        EXPECT_NE(output.find("err= 0"), std::string::npos) << output;
+        // What the mount shows, to compare the image with after the stop.
+        const std::string shown = image + ".shown";
+        Run("dd if=" + mountpoint + " of=" + shown + " bs=1M status=none");
+        EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+      }
+      ASSERT_FALSE(IsFuseMounted(mountpoint));
+      ExpectClean(image);
+      Run("qemu-img compare -f qcow2 -F raw " + image + " " + image + ".shown");
+    }
+  }
+}
+
+// SIGKILL while writers are busy: qemu-img check finds no corruption (leaked clusters are
+// allowed), and every write that an fsync covered before the kill is in the image.
+TEST_F(Qcow2ExportTest, SigkillUnderWritesKeepsEveryFsyncedWrite) {
+  constexpr uint64_t kBlock = 48 * 1024;  // not a cluster multiple: COW at both ends
+  constexpr uint64_t kImageBytes = 128 * kMiB;
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy-refcounts=on" : "lazy-refcounts=off");
+    const std::string base = Path("kbase.qcow2");
+    if (::access(base.c_str(), F_OK) != 0) {
+      Run("qemu-img create -f qcow2 " + base + " 128M");
+      QemuWrite(base, 0, 128 * kMiB, 0x55);
+    }
+    const std::string image = Path(lazy ? "killed-lazy.qcow2" : "killed.qcow2");
+    Run("qemu-img create -f qcow2 -b kbase.qcow2 -F qcow2 " + image);
+    const std::string mountpoint = MakeMountpoint(lazy ? "killed-lazy.mnt" : "killed.mnt");
+    Daemon daemon(
+        {"--blockdev",
+         std::string("driver=qcow2,node-name=fmt,lazy-refcounts=") + (lazy ? "on" : "off") +
+             ",file.driver=file,file.filename=" + image,
+         "--export",
+         "type=fuse,id=e0,node-name=fmt,writable=on,num-queues=4,mountpoint=" + mountpoint});
+    ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+
+    // Four writers, each in its own quarter, each with its own block order; each records the
+    // blocks an fsync has covered.
+    constexpr int kWriters = 4;
+    constexpr uint64_t kBlocksPerWriter = kImageBytes / kWriters / kBlock;
+    std::vector<std::vector<uint64_t>> durable(kWriters);
+    std::atomic<bool> stop{false};
+    std::atomic<int> fsyncs{0};
+    std::vector<std::thread> writers;
+    for (int w = 0; w < kWriters; ++w) {
+      writers.emplace_back([&, w] {
+        int fd = ::open(mountpoint.c_str(), O_WRONLY);
+        if (fd < 0) return;
+        std::vector<uint64_t> written;
+        for (uint64_t i = 0; i < kBlocksPerWriter && !stop; ++i) {
+          const uint64_t block = (i * 7919 + w) % kBlocksPerWriter;
+          const uint64_t offset = w * (kImageBytes / kWriters) + block * kBlock;
+          std::vector<uint8_t> data = Pattern(kBlock, offset, 9);
+          if (::pwrite(fd, data.data(), kBlock, offset) != ssize_t(kBlock)) break;
+          written.push_back(offset);
+          if (written.size() % 8 == 0) {
+            if (::fsync(fd) != 0) break;
+            durable[w] = written;
+            ++fsyncs;
+          }
+        }
+        ::close(fd);
+      });
+    }
+    // Kill once the writers have made some progress (bounded: the kill comes regardless).
+    for (int i = 0; i < 3000 && fsyncs < 40; ++i) ::usleep(10000);
+    EXPECT_EQ(daemon.SignalAndWait(SIGKILL), SIGKILL);
+    stop = true;
+    Detach(mountpoint);
+    for (std::thread& writer : writers) writer.join();
+
+    int status = 0;
+    nlohmann::json check = Check(image, &status);
+    EXPECT_TRUE(status == 0 || status == 3) << check.dump(1);  // 3: leaks only
+    EXPECT_EQ(check.value("corruptions", 0), 0) << check.dump(1);
+    const std::vector<uint8_t> bytes = QemuRaw(image);
+    ASSERT_EQ(bytes.size(), kImageBytes);
+    size_t checked = 0;
+    for (const std::vector<uint64_t>& offsets : durable) {
+      for (uint64_t offset : offsets) {
+        std::vector<uint8_t> expected = Pattern(kBlock, offset, 9);
+        ASSERT_TRUE(std::equal(expected.begin(), expected.end(), bytes.begin() + offset))
+            << "fsync'ed write at " << offset << " is missing";
+        ++checked;
+      }
+    }
+    EXPECT_GT(checked, 0u);
+  }
+}
+
+// With cache.no-flush the file child needs no flush, but the qcow2 node still does: an fsync
+// through the mount writes its metadata caches back, so the write survives a SIGKILL (the file's
+// page cache outlives the process).
+TEST_F(Qcow2ExportTest, FsyncWritesMetadataBackEvenWithCacheNoFlush) {
+  const std::string image = Path("noflush.qcow2");
+  Run("qemu-img create -f qcow2 " + image + " 16M");
+  const std::string mountpoint = MakeMountpoint("noflush.mnt");
+  Daemon daemon(
+      {"--blockdev",
+       "driver=qcow2,node-name=fmt,cache.no-flush=on,file.driver=file,file.filename=" + image,
+       "--export", "type=fuse,id=e0,node-name=fmt,writable=on,mountpoint=" + mountpoint});
+  ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+  const std::vector<uint8_t> data = Pattern(3 * 65536, 5 * kMiB, 4);
+  WriteAt(mountpoint, data, 5 * kMiB);  // pwrite + fsync
+  EXPECT_EQ(daemon.SignalAndWait(SIGKILL), SIGKILL);
+  Detach(mountpoint);
+  int status = 0;
+  nlohmann::json check = Check(image, &status);
+  EXPECT_EQ(check.value("corruptions", 0), 0) << check.dump(1);
+  const std::vector<uint8_t> bytes = QemuRaw(image);
+  ASSERT_EQ(bytes.size(), 16 * kMiB);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), bytes.begin() + 5 * kMiB))
+      << "the fsync'ed write is not in the image";
+}
+
+// Discard (discard=unmap) and write-zeroes through the mount, seen by qemu-img map afterwards.
+TEST_F(Qcow2ExportTest, DiscardAndWriteZeroesShowInQemuImgMap) {
+  const std::string image = Path("map.qcow2");
+  Run("qemu-img create -f qcow2 " + image + " 16M");
+  QemuWrite(image, 0, 16 * kMiB, 0x77);
+  const std::string mountpoint = MakeMountpoint("map.mnt");
+  {
+    Daemon daemon(
+        {"--blockdev",
+         "driver=qcow2,node-name=fmt,discard=unmap,file.driver=file,file.filename=" + image,
+         "--export", "type=fuse,id=e0,node-name=fmt,writable=on,mountpoint=" + mountpoint});
+    ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+    int fd = ::open(mountpoint.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    EXPECT_EQ(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 2 * kMiB, 2 * kMiB), 0)
+        << std::strerror(errno);
+    EXPECT_EQ(::fallocate(fd, FALLOC_FL_ZERO_RANGE, 8 * kMiB, kMiB), 0) << std::strerror(errno);
+    EXPECT_EQ(::fsync(fd), 0);
+    ::close(fd);
+    EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+  }
+  ExpectClean(image);
+  nlohmann::json map = nlohmann::json::parse(Run("qemu-img map --output=json " + image));
+  auto zero_at = [&](uint64_t offset) {
+    for (const nlohmann::json& extent : map) {
+      const uint64_t start = extent["start"], length = extent["length"];
+      if (offset >= start && offset < start + length) return extent["zero"].get<bool>();
+    }
+    return false;
+  };
+  EXPECT_TRUE(zero_at(2 * kMiB) && zero_at(4 * kMiB - 1)) << map.dump(1);
+  EXPECT_TRUE(zero_at(8 * kMiB) && zero_at(9 * kMiB - 1)) << map.dump(1);
+  EXPECT_FALSE(zero_at(kMiB) || zero_at(6 * kMiB) || zero_at(12 * kMiB)) << map.dump(1);
+  std::vector<uint8_t> bytes = QemuRaw(image);
+  EXPECT_EQ(std::count(bytes.begin() + 2 * kMiB, bytes.begin() + 4 * kMiB, 0), long(2 * kMiB));
+  EXPECT_EQ(std::count(bytes.begin() + 8 * kMiB, bytes.begin() + 9 * kMiB, 0), long(kMiB));
+  EXPECT_EQ(std::count(bytes.begin(), bytes.begin() + 2 * kMiB, 0x77), long(2 * kMiB));
+}
+
+// QEMU's locking across the graph, seen by other processes: the writable image is locked for
+// writing (qemu-img info without -U refuses), its backing file is opened read-only and shared
+// (qemu-img info reads it, qemu-io cannot write it).
+TEST_F(Qcow2ExportTest, BackingChainIsLockedAsQemuLocksIt) {
+  const std::string base = Path("lbase.qcow2");
+  Run("qemu-img create -f qcow2 " + base + " 8M");
+  const std::string image = Path("ltop.qcow2");
+  Run("qemu-img create -f qcow2 -b lbase.qcow2 -F qcow2 " + image);
+  const std::string mountpoint = MakeMountpoint("lock.mnt");
+  Daemon daemon({"--blockdev", "driver=qcow2,node-name=fmt,file.driver=file,file.filename=" + image,
+                 "--export", "type=fuse,id=e0,node-name=fmt,writable=on,mountpoint=" + mountpoint});
+  ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+  int status = 0;
+  std::string output = RunCommand("qemu-img info " + image, &status);
+  EXPECT_NE(status, 0) << output;
+  EXPECT_NE(output.find("Failed to get shared \"write\" lock"), std::string::npos) << output;
+  Run("qemu-img info -U " + image);
+  Run("qemu-img info " + base);  // a reader shares the backing file
+  output = RunCommand("qemu-io -f qcow2 -c 'write 0 4k' " + base, &status);
+  EXPECT_NE(status, 0) << output;
+  EXPECT_NE(output.find("Failed to get \"write\" lock"), std::string::npos) << output;
+  EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+  Run("qemu-io -f qcow2 -c 'write 0 4k' " + base);  // free again
+}
+
+// The qcow2 node writes its file child's metadata: exporting that child for writing beside it
+// is QEMU's permission conflict (the other order: tests/control/block_graph_test.cc); a read-only
+// export of it is allowed.
+TEST_F(Qcow2ExportTest, WritableExportOfTheFileChildIsRefused) {
+  const std::string image = Path("perm.qcow2");
+  Run("qemu-img create -f qcow2 " + image + " 8M");
+  const std::string mountpoint = MakeMountpoint("perm.mnt");
+  bexd::testing::RunResult result = bexd::testing::RunBexd(
+      {"--blockdev", "driver=file,node-name=file0,filename=" + image, "--blockdev",
+       "driver=qcow2,node-name=fmt0,file=file0", "--export",
+       "type=fuse,id=e0,node-name=file0,writable=on,mountpoint=" + mountpoint});
+  EXPECT_EQ(result.exit_status, 1) << result.err;
+  EXPECT_NE(result.err.find("Permission conflict on node 'file0': permissions 'write' are both "
+                            "required by export 'e0' (uses node 'file0' as 'root' child) and "
+                            "unshared by node 'fmt0' (uses node 'file0' as 'file' child)."),
+            std::string::npos)
+      << result.err;
+  EXPECT_FALSE(IsFuseMounted(mountpoint));
+
+  // Read-only, it may be exported: the mount shows the image file itself.
+  Daemon daemon({"--blockdev", "driver=file,node-name=file0,filename=" + image, "--blockdev",
+                 "driver=qcow2,node-name=fmt0,file=file0", "--export",
+                 "type=fuse,id=e0,node-name=file0,mountpoint=" + mountpoint});
+  ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+  std::vector<uint8_t> header = ReadWholeFile(mountpoint);
+  ASSERT_GE(header.size(), 4u);
+  EXPECT_EQ(std::string(header.begin(), header.begin() + 4), "QFI\xfb");
+  EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+}
+
+}  // namespace
+}  // namespace bexd::exp::testing
