@@ -23,7 +23,7 @@
 #include "tests/cli/bexd_process.h"
 #include "tests/export/export_fixture.h"
 
-namespace bexd::exp::testing {
+namespace bexd::exports::testing {
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
@@ -463,4 +463,4 @@ TEST_F(Qcow2ExportTest, WritableExportOfTheFileChildIsRefused) {
 }
 
 }  // namespace
-}  // namespace bexd::exp::testing
+}  // namespace bexd::exports::testing
