@@ -11,6 +11,7 @@
 #include "block/iov_util.h"
 #include "block/request_check.h"
 #include "block/request_list.h"
+#include "util/clock.h"
 
 namespace bexd::block {
 namespace {
@@ -19,12 +20,6 @@ struct NullState : RequestLink {
   uint64_t deadline_ns = 0;
   int64_t result = 0;
 };
-
-uint64_t MonotonicNs() {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(now.tv_nsec);
-}
 
 class NullNode;
 
@@ -106,7 +101,7 @@ void NullQueue::Submit(IoRequest* request) {
   NullState* state = EmplaceDriverState<NullState>(request);
   state->result = Execute(request);
   if (node_->options().latency_ns > 0) {
-    state->deadline_ns = MonotonicNs() + node_->options().latency_ns;
+    state->deadline_ns = util::MonotonicNs() + node_->options().latency_ns;
     if (waiting_.empty()) ArmTimer(state->deadline_ns);
   }
   waiting_.PushBack(request);
@@ -167,7 +162,7 @@ void NullQueue::TakeDue(RequestList* due) {
   uint64_t expirations;
   // Clears the readable state; EAGAIN just means the timer has not fired since the last read.
   bool fired = read(timer_fd_, &expirations, sizeof(expirations)) > 0;
-  uint64_t now = MonotonicNs();
+  uint64_t now = util::MonotonicNs();
   while (!waiting_.empty() && DriverState<NullState>(waiting_.front())->deadline_ns <= now) {
     due->PushBack(waiting_.PopFront());
   }

@@ -20,7 +20,7 @@ struct FuseExportOptions {
 
 struct VhostUserFsExportOptions {
   std::string socket_path;  // addr.type=unix, addr.path=...
-  std::string tag;          // the virtio-fs tag the guest mounts by
+  std::string tag;          // optional log label; the guest's tag is QEMU's vhost-user-fs-pci tag=
   std::string file_name;    // the image's name in the shared directory; default: the node name
   bool growable = false;
   uint32_t num_request_queues = 1;

@@ -144,8 +144,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   layout.next_avail = next_avail;
   layout.event_idx = event_idx;
   layout.indirect = indirect;
-  const char* error = nullptr;
-  if (!harness->ring.Start(layout, memory->get(), &error)) __builtin_trap();
+  if (!harness->ring.Start(layout, memory->get()).ok()) __builtin_trap();
 
   // As a queue thread does: take chains while slots are free, let the I/O complete, publish.
   for (uint32_t round = 0; round < 2 * queue_size; ++round) {

@@ -6,7 +6,6 @@
 #include <fuse3/fuse_lowlevel.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -22,25 +21,12 @@
 #include "perf/responder.h"
 #include "perf/responder_options.h"
 #include "perf/responder_queue.h"
+#include "util/eventfd.h"
 #include "util/log.h"
+#include "util/unique_fd.h"
 
 namespace bexd::perf {
 namespace {
-
-// Closes a file descriptor when it goes out of scope.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  Fd& operator=(Fd&&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 struct SessionDeleter {
   void operator()(fuse_session* session) const { fuse_session_destroy(session); }
@@ -144,17 +130,22 @@ int Run(const ResponderOptions& options) {
     log::Error("cannot block stop signals");
     return 1;
   }
-  const Fd signal_fd(signalfd(-1, &stop_signals, SFD_CLOEXEC));
-  const Fd done_fd(eventfd(0, EFD_CLOEXEC));
-  if (signal_fd.get() < 0 || done_fd.get() < 0) {
-    log::Error("cannot create the signalfd/eventfd: {}", std::strerror(errno));
+  const util::UniqueFd signal_fd(signalfd(-1, &stop_signals, SFD_CLOEXEC));
+  if (signal_fd.get() < 0) {
+    log::Error("cannot create the signalfd: {}", std::strerror(errno));
+    return 1;
+  }
+  // Each queue thread adds 1 as it ends; a read returns how many ended since the last one.
+  absl::StatusOr<util::UniqueFd> done_fd = util::CreateEventFd();
+  if (!done_fd.ok()) {
+    log::Error("cannot create the eventfd: {}", done_fd.status().ToString());
     return 1;
   }
 
   Session session = Mount(options.mountpoint);
   if (!session) return 1;
   const int session_fd = fuse_session_fd(session.get());
-  std::vector<Fd> clones;
+  std::vector<util::UniqueFd> clones;
   for (uint32_t i = 1; i < options.queues; ++i) {
     const int fd = CloneQueue(session_fd);
     if (fd < 0) {
@@ -166,17 +157,17 @@ int Run(const ResponderOptions& options) {
 
   const Responder responder(options.config);
   std::vector<std::unique_ptr<ResponderQueue>> queues;
-  queues.push_back(std::make_unique<ResponderQueue>(responder, session_fd, 0, done_fd.get()));
+  queues.push_back(std::make_unique<ResponderQueue>(responder, session_fd, 0, done_fd->get()));
   for (uint32_t i = 1; i < options.queues; ++i) {
     queues.push_back(
-        std::make_unique<ResponderQueue>(responder, clones[i - 1].get(), i, done_fd.get()));
+        std::make_unique<ResponderQueue>(responder, clones[i - 1].get(), i, done_fd->get()));
   }
   log::Info("serving '{}' ({} bytes) on {} queue(s)", options.mountpoint, options.config.file_size,
             options.queues);
 
-  const bool waited = WaitForStop(signal_fd.get(), done_fd.get());
+  const bool waited = WaitForStop(signal_fd.get(), done_fd->get());
   fuse_session_unmount(session.get());
-  WaitForQueues(signal_fd.get(), done_fd.get(), queues.size());
+  WaitForQueues(signal_fd.get(), done_fd->get(), queues.size());
   bool failed = !waited;
   for (size_t i = 0; i < queues.size(); ++i) {
     queues[i]->Join();

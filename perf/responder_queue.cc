@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 
+#include "util/eventfd.h"
 #include "util/log.h"
 
 namespace bexd::perf {
@@ -24,10 +25,7 @@ void ResponderQueue::Join() {
 
 void ResponderQueue::Run() {
   failed_.store(!Serve(), std::memory_order_release);
-  const uint64_t one = 1;
-  if (write(done_fd_, &one, sizeof(one)) != sizeof(one)) {
-    log::Error("queue {}: cannot signal its end: {}", index_, std::strerror(errno));
-  }
+  util::SignalEventFd(done_fd_);
 }
 
 bool ResponderQueue::Serve() {

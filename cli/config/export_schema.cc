@@ -99,7 +99,9 @@ exports::VhostUserFsExportOptions ReadVhostUserFsOptions(
                                     vhost.socket_path, sizeof(sockaddr_un::sun_path) - 1));
     }
   }
-  reader.RequiredString("tag", &vhost.tag);
+  // Optional, and only labels logs: the tag the guest mounts by is QEMU's vhost-user-fs-pci
+  // tag= property (bexd offers no config space, VHOST_USER_PROTOCOL_F_CONFIG).
+  reader.String("tag", &vhost.tag);
   if (reader.ok() && vhost.tag.size() > kMaxTagLength) {
     reader.Fail("tag", fmt::format("longer than {} bytes", kMaxTagLength));
   }

@@ -60,7 +60,7 @@ absl::Status FuseDeviceTransport::Attach(QueueThread& thread) {
   // wake-up, so it never needs a level reminder, and a busy queue that stopped reading (no free
   // slot) is not woken for requests another queue will take. Exclusive: all clones wait on the
   // one kernel input queue, and without it every request woke every queue thread, all but one
-  // of them only to read EAGAIN (4 queues ran at a third of 1 queue's rate in perf/run.sh). The
+  // of them only to read EAGAIN (perf/README.md has the measurement and its command). The
   // kernel passes over exclusive entries whose thread is not in epoll_wait, so an idle thread in
   // its blocking read still gets its turn.
   return thread.loop().Watch(device_.get(), EPOLLIN | EPOLLET | EPOLLEXCLUSIVE, kDeviceTag);
@@ -70,8 +70,9 @@ QueueTransport::Fetched FuseDeviceTransport::Fetch(QueueThread& thread, bool idl
   if (idle) {
     // Only a request can give this thread work. Blocking readers wait in the kernel's queue
     // first come, first served, so idle queue threads take turns. An exclusive epoll entry keeps
-    // the place it was registered at instead, and at queue depth 1 queue 0 took 97 % of the
-    // requests, leaving 2 and 4 queues no faster than 1 (perf/README.md).
+    // the place it was registered at instead, so at queue depth 1 one queue took nearly every
+    // request and more queues were no faster than one (perf/README.md has the measurement and its
+    // command).
     if (ReadRequest(/*wait=*/true) == ReadResult::kEnded) {
       thread.EndServing(/*failed=*/true);
       return Fetched::kEmpty;

@@ -42,8 +42,6 @@ class FuseExport final : public Export {
   bool in_use() const override;
   std::vector<fuse::QueueStatsSnapshot> Stats() const override;
 
-  const std::string& mountpoint() const { return mountpoint_; }
-
  private:
   FuseExport(const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
              std::shared_ptr<fuse::Session> session, MountpointClaim claim, FuseMount mount,

@@ -22,13 +22,12 @@ absl::StatusOr<FuseSlotBuffers> FuseSlotBuffers::Create(size_t slots, size_t max
     return absl::ResourceExhaustedError(absl::StrCat(
         "cannot map ", mapped_bytes, " bytes of request buffers: ", std::strerror(errno)));
   }
-  return FuseSlotBuffers(static_cast<uint8_t*>(base), mapped_bytes, slots, data_bytes);
+  return FuseSlotBuffers(static_cast<uint8_t*>(base), mapped_bytes, data_bytes);
 }
 
 FuseSlotBuffers::FuseSlotBuffers(FuseSlotBuffers&& other) noexcept
     : base_(std::exchange(other.base_, nullptr)),
       mapped_bytes_(other.mapped_bytes_),
-      slots_(other.slots_),
       data_bytes_(other.data_bytes_) {}
 
 FuseSlotBuffers::~FuseSlotBuffers() {

@@ -33,15 +33,14 @@ class FuseSlotBuffers {
   FuseSlotBuffers& operator=(const FuseSlotBuffers&) = delete;
   ~FuseSlotBuffers();
 
-  size_t slots() const { return slots_; }
   uint8_t* request(size_t slot) const { return DataStart(slot) - kWriteHeaderBytes; }
   size_t request_capacity() const { return kWriteHeaderBytes + data_bytes_; }
   uint8_t* reply(size_t slot) const { return DataStart(slot) - kReplyHeaderBytes; }
   size_t reply_capacity() const { return kReplyHeaderBytes + data_bytes_; }
 
  private:
-  FuseSlotBuffers(uint8_t* base, size_t mapped_bytes, size_t slots, size_t data_bytes)
-      : base_(base), mapped_bytes_(mapped_bytes), slots_(slots), data_bytes_(data_bytes) {}
+  FuseSlotBuffers(uint8_t* base, size_t mapped_bytes, size_t data_bytes)
+      : base_(base), mapped_bytes_(mapped_bytes), data_bytes_(data_bytes) {}
   uint8_t* DataStart(size_t slot) const { return base_ + slot * stride() + kPageBytes; }
   size_t stride() const { return kPageBytes + data_bytes_; }
 
@@ -49,7 +48,6 @@ class FuseSlotBuffers {
 
   uint8_t* base_ = nullptr;
   size_t mapped_bytes_ = 0;
-  size_t slots_ = 0;
   size_t data_bytes_ = 0;  // data pages per slot, a multiple of kPageBytes
 };
 

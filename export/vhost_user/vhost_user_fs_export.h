@@ -41,8 +41,6 @@ class VhostUserFsExport final : public Export {
   bool in_use() const override { return connected_.load(std::memory_order_relaxed); }
   std::vector<fuse::QueueStatsSnapshot> Stats() const override;
 
-  const std::string& socket_path() const { return socket_path_; }
-
  private:
   VhostUserFsExport(const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
                     std::shared_ptr<fuse::Session> session);

@@ -1,5 +1,7 @@
 #include "export/vhost_user/virtqueue.h"
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <cstring>
 
@@ -34,13 +36,12 @@ bool NeedEvent(uint16_t event, uint16_t new_idx, uint16_t old_idx) {
 
 }  // namespace
 
-bool Virtqueue::Start(const VirtqueueLayout& layout, const GuestMemory* memory,
-                      const char** error) {
+absl::Status Virtqueue::Start(const VirtqueueLayout& layout, const GuestMemory* memory) {
   desc_ = nullptr;
   broken_ = nullptr;
   if (layout.size == 0 || layout.size > kMaxSize || (layout.size & (layout.size - 1)) != 0) {
-    *error = "queue size is not a power of two in [1, 1024]";
-    return false;
+    return absl::InvalidArgumentError(
+        fmt::format("queue size {} is not a power of two in [1, {}]", layout.size, kMaxSize));
   }
   auto* desc = static_cast<const unsigned char*>(
       memory->FrontendToHost(layout.desc_addr, sizeof(Desc) * layout.size));
@@ -49,12 +50,10 @@ bool Virtqueue::Start(const VirtqueueLayout& layout, const GuestMemory* memory,
   auto* used =
       static_cast<unsigned char*>(memory->FrontendToHost(layout.used_addr, UsedBytes(layout.size)));
   if (desc == nullptr || avail == nullptr || used == nullptr) {
-    *error = "ring address outside guest memory";
-    return false;
+    return absl::InvalidArgumentError("ring address outside guest memory");
   }
   if (!Aligned(desc, 16) || !Aligned(avail, 2) || !Aligned(used, 4)) {
-    *error = "ring address misaligned";
-    return false;
+    return absl::InvalidArgumentError("ring address misaligned");
   }
   memory_ = memory;
   size_ = layout.size;
@@ -66,7 +65,7 @@ bool Virtqueue::Start(const VirtqueueLayout& layout, const GuestMemory* memory,
   used_idx_ = LoadRelaxed16(used_ + kRingIdxOffset);
   published_used_ = used_idx_;
   desc_ = desc;
-  return true;
+  return absl::OkStatus();
 }
 
 Virtqueue::PopResult Virtqueue::Break(const char* reason) {

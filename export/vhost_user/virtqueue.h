@@ -6,6 +6,8 @@
 // owner (one queue thread) does the waiting and the eventfd signalling.
 #pragma once
 
+#include <absl/status/status.h>
+
 #include <sys/uio.h>
 
 #include <cstdint>
@@ -51,8 +53,8 @@ class Virtqueue {
   enum class PopResult { kEmpty, kChain, kBroken };
 
   // Resolves the ring addresses in `memory`, which must outlive the queue's use. On failure the
-  // queue stays stopped and `*error` says why.
-  bool Start(const VirtqueueLayout& layout, const GuestMemory* memory, const char** error);
+  // queue stays stopped and the InvalidArgument status says why.
+  absl::Status Start(const VirtqueueLayout& layout, const GuestMemory* memory);
   bool started() const { return desc_ != nullptr; }
   bool broken() const { return broken_ != nullptr; }
   const char* broken_reason() const { return broken_; }

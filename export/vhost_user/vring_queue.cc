@@ -53,8 +53,7 @@ uint16_t VringQueue::Stop() {
 }
 
 absl::Status VringQueue::Attach(QueueThread& thread) {
-  const char* error = nullptr;
-  if (!ring_.Start(run_.layout, run_.memory, &error)) return absl::InvalidArgumentError(error);
+  if (absl::Status status = ring_.Start(run_.layout, run_.memory); !status.ok()) return status;
   if (absl::Status status = thread.loop().Watch(run_.kick_fd, EPOLLIN, kKickTag); !status.ok()) {
     return absl::InvalidArgumentError(fmt::format("kick fd: {}", std::string(status.message())));
   }

@@ -1,4 +1,5 @@
 #include "tests/block/queue_runner.h"
+#include "util/clock.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -16,11 +17,7 @@ void RecordOutcome(IoRequest* request, int64_t result) {
   ++outcome->completions;
 }
 
-int64_t NowMs() {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return int64_t{now.tv_sec} * 1000 + now.tv_nsec / 1'000'000;
-}
+int64_t NowMs() { return static_cast<int64_t>(util::MonotonicNs() / 1'000'000); }
 
 }  // namespace
 

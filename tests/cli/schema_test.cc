@@ -343,6 +343,16 @@ TEST(ExportSchemaTest, VhostUserFs) {
   EXPECT_TRUE(spec->options.writable);
 }
 
+// The tag only labels logs (the guest's tag is QEMU's vhost-user-fs-pci tag=), so it may be left
+// out.
+TEST(ExportSchemaTest, VhostUserFsWithoutTag) {
+  absl::StatusOr<ExportSpec> spec = ParseExportOptions(
+      Keyval("type=vhost-user-fs,id=v0,node-name=disk0,addr.type=unix,addr.path=/run/v.sock"),
+      Syntax::kKeyval);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(std::get<exports::VhostUserFsExportOptions>(spec->options.transport).tag, "");
+}
+
 TEST(ExportSchemaTest, VhostUserFsErrors) {
   std::string base = "type=vhost-user-fs,id=v0,node-name=d,";
   EXPECT_EQ(ExportError(Keyval(base + "tag=t"), Syntax::kKeyval), "addr: missing (required)");
@@ -350,8 +360,6 @@ TEST(ExportSchemaTest, VhostUserFsErrors) {
             "addr.type: 'inet' is not supported (bexd listens on unix only)");
   EXPECT_EQ(ExportError(Keyval(base + "addr.type=unix,tag=t"), Syntax::kKeyval),
             "addr.path: missing (required)");
-  EXPECT_EQ(ExportError(Keyval(base + "addr.type=unix,addr.path=/s"), Syntax::kKeyval),
-            "tag: missing (required)");
   EXPECT_EQ(ExportError(Keyval(base + "addr.type=unix,addr.path=/s,tag=" + std::string(37, 't')),
                         Syntax::kKeyval),
             "tag: longer than 36 bytes");

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "block/open.h"
+#include "util/clock.h"
 
 namespace bexd::fuse::testing {
 namespace {
@@ -29,11 +30,7 @@ std::shared_ptr<block::BlockNode> OpenNode(const block::BlockdevOptions& blockde
   return *node;
 }
 
-uint64_t NowMs() {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000 + static_cast<uint64_t>(now.tv_nsec) / 1000000;
-}
+uint64_t NowMs() { return util::MonotonicNs() / 1'000'000; }
 
 }  // namespace
 

@@ -28,14 +28,15 @@ class DaemonTest : public VhostExportTest {
     VhostExportTest::TearDown();
   }
 
-  void StartDaemon() {
+  // `tag` is the export's tag option with its comma, or empty to leave the option out.
+  void StartDaemon(const std::string& tag = ",tag=images") {
     std::vector<std::string> args = {
         BEXD_BINARY,
         "--blockdev",
         "driver=file,node-name=disk0,filename=" + image_,
         "--export",
-        "type=vhost-user-fs,id=vfs0,node-name=disk0,addr.type=unix,addr.path=" + socket_ +
-            ",tag=images,writable=on,num-request-queues=2",
+        "type=vhost-user-fs,id=vfs0,node-name=disk0,addr.type=unix,addr.path=" + socket_ + tag +
+            ",writable=on,num-request-queues=2",
     };
     std::vector<char*> argv;
     for (std::string& arg : args) argv.push_back(arg.data());
@@ -93,6 +94,27 @@ TEST_F(DaemonTest, SurvivesHostileGuestAndServesNextFrontend) {
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_TRUE(std::equal(reply->payload.begin(), reply->payload.end(), pattern_.begin() + 4096));
   next.reset();
+  EXPECT_EQ(Terminate(), 0);
+}
+
+// The tag only labels logs (the guest's tag is QEMU's vhost-user-fs-pci tag=): an export without
+// one starts and serves.
+TEST_F(DaemonTest, ServesWithoutTag) {
+  StartDaemon(/*tag=*/"");
+  std::unique_ptr<Frontend> frontend = ConnectAndInit(Options(2));
+  ASSERT_NE(frontend, nullptr);
+  uint64_t node = LookupImage(*frontend);
+  uint64_t fh = OpenImage(*frontend, node);
+  struct fuse_read_in in = {};
+  in.fh = fh;
+  in.offset = 8192;
+  in.size = 4096;
+  absl::StatusOr<FuseReply> reply =
+      frontend->Fuse(1, FUSE_READ, node, &in, sizeof(in), nullptr, 0, 16 + 4096);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_EQ(reply->payload.size(), 4096u);
+  EXPECT_TRUE(std::equal(reply->payload.begin(), reply->payload.end(), pattern_.begin() + 8192));
+  frontend.reset();
   EXPECT_EQ(Terminate(), 0);
 }
 
