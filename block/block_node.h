@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The driver interface. A BlockNode is one opened image, shared by every thread; an IoQueue is one
 // thread's I/O context on it (its own libaio context and eventfd), so the I/O path takes no lock.
 #pragma once

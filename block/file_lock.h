@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Image locking with open file description (OFD) locks, on the same bytes QEMU's file-posix
 // driver uses, so bexd and QEMU processes keep each other from writing one image twice.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The `file` driver's node: one open regular file or block device, shared by every queue thread.
 // Queues (file_queue.h) send aligned reads, writes and flushes through libaio (aio=native) and
 // everything else, or everything with aio=threads, to a per-queue worker pool (file_worker.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One queue thread's I/O context on a FileNode. With aio=native, aligned reads and writes (and
 // fdatasync where the kernel supports IOCB_CMD_FDSYNC) go to this queue's own libaio context,
 // batched into one io_submit per Poll(); the rest runs on a one-thread worker pool. With

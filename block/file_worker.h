@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Synchronous execution of file requests on a worker thread: everything aio=threads does, and
 // what libaio cannot do for aio=native (unaligned I/O under O_DIRECT, discard, write-zeroes,
 // block status, fdatasync without IOCB_CMD_FDSYNC, the rest of a partial completion).

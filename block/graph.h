@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The block graph: every open node by name, the edges from format nodes to their children, and
 // who uses each node. Nodes come from --blockdev and blockdev-add (owned by the monitor, as QEMU
 // says) or are defined inline in a parent's options (owned by that parent: named automatically

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // QEMU's permission system (block.c: bdrv_check_perm), reduced to what bexd's drivers and exports
 // take: users of one node may read; write and resize are taken or refused to share per user.
 #include <absl/strings/str_join.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One asynchronous block I/O. The submitter owns the storage (a request slot of a queue thread), so
 // the hot path allocates nothing; the driver keeps its per-request state in `driver_state`.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Helpers for the submitter's scatter-gather lists, which drivers never modify.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The `null` driver: a node of a given size that stores nothing, for measuring everything above
 // the driver. Like QEMU's null-co: reads return zeroes only with read-zeroes; latency-ns delays
 // every completion without blocking the queue thread.

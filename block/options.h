@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Driver options as parsed from --blockdev / blockdev-add (QEMU's names and defaults).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Mutual exclusion over byte ranges of one node, for the O_DIRECT read-modify-write slow path:
 // two writes whose aligned spans overlap run one after the other, so neither rewrites a block
 // with stale bytes read before the other's write landed. Only worker threads block here; the

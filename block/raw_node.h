@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The `raw` format driver (QEMU's): the bytes [offset, offset+size) of its file child as a node
 // of its own, e.g. one partition of a whole-disk image. Its queue (raw_queue.h) hands every
 // request on to the child's queue of the same thread, shifted by `offset`.

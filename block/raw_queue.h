@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One queue thread's I/O context on a RawNode: the child's queue of the same thread, which each
 // request goes to in its own storage with its offset shifted, so nothing is allocated or copied.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Validation every driver applies before it accepts a request.
 #pragma once
 

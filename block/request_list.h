@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // An intrusive FIFO of IoRequests. The link lives in the first bytes of IoRequest::driver_state,
 // so queueing a request never allocates; every driver's state struct derives from RequestLink.
 #pragma once

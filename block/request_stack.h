@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A lock-free hand-off of IoRequests from any number of threads to one consumer (librbd's
 // completion threads to a queue thread; queue threads to an nbd connection thread and back):
 // producers push one request at a time with a compare-and-swap, linked through the request's own

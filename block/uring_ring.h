@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One queue thread's io_uring (aio=io_uring): the file driver's asynchronous engine that carries
 // reads, writes, fdatasync and, on regular files, the fallocate behind discard and write-zeroes.
 // The FileQueue that creates it owns it and is its only user, so it takes no lock; requests need

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A small pool of threads that runs blocking I/O for one IoQueue. The queue thread hands over a
 // batch of requests with one lock acquisition; finished requests come back through a list that
 // the queue thread collects in Poll(), woken by a write to its eventfd.

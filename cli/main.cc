@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // bexd: parse and check every option, open the nodes, start the exports, then serve QMP and
 // signals on the main thread until asked to stop; stop every export before exiting.
 #include <signal.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // An export: one block node served through one transport. The daemon owns exports by id; the
 // control socket adds and removes them at run time.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Control-path durability: makes everything written to a node so far durable, from any thread.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Export options as parsed from --export / block-export-add (QSD's names where QSD has them).
 #pragma once
 

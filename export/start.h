@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Starting an export: the set-up every transport shares, in one place (as QEMU's blk_exp_add):
 // the id and node checks, the queue-cpus check, the request core's session built from the
 // common options, and errors prefixed with the export id. Each transport then only mounts or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // What a handler (or the completion of its block I/O) does with its request. Every handler returns
 // exactly one Answer and never writes a reply header itself: Queue::Respond (fuse/queue.cc) is
 // the one place that writes fuse_out_headers, counts the request and hands it back.

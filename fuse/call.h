@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One request as its handler (fuse/ops/) sees it: the session, the arguments to read, the reply
 // body to write, the slot's state for what must outlive Dispatch(), and block I/O on the queue's
 // IoQueue. Handlers are free functions `Answer Handler(Call&)` listed in the dispatch table.

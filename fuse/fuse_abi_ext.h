@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // FUSE ABI pieces newer than the installed <linux/fuse.h> (protocol 7.38, Linux 6.1 headers).
 // Everything else comes from the system header. Values are fixed by the kernel ABI.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The dispatch table, as libfuse's fuse_ll_ops[]: for each opcode its handler, its name and what
 // Queue::Dispatch checks before the handler runs, so that handlers start from a request whose
 // session, arguments, reply room and node are known to be right.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One transport queue thread's view of a FUSE session: it parses and answers the requests the
 // transport hands to Dispatch(), submitting block I/O to the thread's own IoQueue. Everything here
 // runs on that one thread; nothing on the READ/WRITE path locks or allocates.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Per-queue counters. Written only by the queue's own thread (relaxed stores, no lock on the I/O
 // path); read from any thread for query-stats.
 #pragma once

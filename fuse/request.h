@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The transport-agnostic FUSE request core's per-request contract. A transport (a /dev/fuse
 // queue, a virtqueue) owns an array of Request slots per queue thread, points a slot at the bytes
 // of one request and at room for its reply, and hands it to fuse::Queue::Dispatch().

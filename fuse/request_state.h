@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The core's private per-request state, embedded in each transport-owned fuse::Request slot so
 // that a request in flight needs no heap memory. Transports never read or write it.
 #pragma once

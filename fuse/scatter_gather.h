@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A request's scatter-gather buffers come from an untrusted client. The core reads them with a
 // Reader and fills the reply with a Writer, as virtiofsd's descriptor_utils does: each takes
 // objects of a type from the front, or splits off the data part as iovecs for the block layer

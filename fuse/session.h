@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One export's FUSE session, shared by all of its queue threads: the block node, the options, the
 // negotiated INIT state, the presented attributes, and the open file handle count. The fields the
 // READ/WRITE path reads are written only at creation and INIT; the rest sit behind a mutex or on

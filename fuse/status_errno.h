@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Maps a control-path absl::Status (BlockNode::Truncate) to the errno a FUSE reply carries: the
 // inverse of absl::ErrnoToStatusCode where that is unambiguous, EIO otherwise. A kernel failure
 // wrapped with absl::ErrnoToStatus comes back as its errno (EPERM, EFBIG, ENOSPC, EINVAL, EIO,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A block node over bytes in memory, for fuzzing format drivers without files: every request
 // completes inside Poll() (event_fd() is -1). Safe to use from several threads at once.
 #pragma once

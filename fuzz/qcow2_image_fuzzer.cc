@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // libFuzzer target: arbitrary bytes as a qcow2 image file (headers, extensions, L1/L2/refcount
 // tables, snapshot tables, compressed clusters), opened through the qcow2 driver over an in-memory
 // file node, read-only and then writable, and read, written, discarded and flushed as a guest

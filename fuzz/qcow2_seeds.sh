@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-or-later
 # Writes small, well-formed qcow2 seed inputs for qcow2_image_fuzzer into the directory given as
 # argument: version 2 and 3, 512-byte to 64 KiB clusters, zlib and zstd compressed clusters, zero
 # clusters, a backing file name, an internal snapshot, extended L2 entries, 8-bit refcounts, lazy

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-or-later
 # Builds the libFuzzer targets (clang, ASan + UBSan) in their own build directory and runs each for
 # the given time: vhost_chain_fuzzer (hostile vhost-user-fs descriptor chains) and
 # qcow2_image_fuzzer (hostile qcow2 images). Usage: fuzz/run.sh [seconds per target, default 60]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
 """Writes well-formed seed inputs for vhost_chain_fuzzer into the directory given as argument:
 rings holding LOOKUP, READ (its reply crossing a region boundary) and WRITE (through an indirect
 table) chains, in the input layout vhost_chain_fuzzer.cc describes."""

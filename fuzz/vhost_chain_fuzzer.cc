@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // libFuzzer target: arbitrary guest memory (rings, descriptor tables, FUSE requests) fed through
 // the virtqueue parser and the FUSE request core, as a vhost-user-fs queue thread does. Guest
 // memory is three separate heap blocks, two of them guest-contiguous, so AddressSanitizer flags

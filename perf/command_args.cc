@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "perf/command_args.h"
 
 #include <fmt/format.h>

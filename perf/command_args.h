@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Command-line pieces shared by the perf/ tools: "--name=value" / "--name value" splitting and
 // numbers with binary suffixes.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // limit_responder: a FUSE server that answers every request at once without touching data, on one
 // or more cloned /dev/fuse queues. Benchmarks against it give the FUSE round-trip ceiling that any
 // export on this machine can at best reach. libfuse3 is used only to mount and unmount.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
 # Measures what the queue-cpus export option buys on this machine: bexd's null export at queue
 # depth 1 and 16 with queue threads unpinned or pinned, with fio floating or pinned to CPU 0.
 # Configurations are interleaved within each repetition; prints the median IOPS of each cell.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The limit responder's protocol logic: answers one raw FUSE request without touching any data, so
 // that a benchmark against it measures only the kernel round trip (the ceiling for any FUSE
 // export). The file it serves is a fixed-size regular file that reads as zeroes and discards

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "perf/responder_options.h"
 
 #include "perf/command_args.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One queue of the limit responder: a thread that reads requests from its /dev/fuse fd and writes
 // each answer back on the same fd (the kernel matches a reply only on the fd that read the
 // request).

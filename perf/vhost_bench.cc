@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // vhost_bench: requests per second through a vhost-user-fs export, measured with the test
 // frontend (vhost_frontend/frontend.h) in place of QEMU and a guest kernel, so the number is the
 // backend's: ring handling, the FUSE core and the block driver, with no guest in the way.

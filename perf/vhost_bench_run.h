@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The measurement of vhost_bench: one frontend, one thread per request ring, each keeping
 // `iodepth` READ or WRITE requests in flight against the exported file.
 #pragma once

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
 # One command per job, each safe to run again:
 #   scripts/setup.sh demo   install dependencies, build, start the demo export (in the background)
 #   scripts/setup.sh test   install dependencies, build, run every test through ctest

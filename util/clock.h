@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The one clock bexd measures intervals with (latencies, rate-limit windows, waits): monotonic,
 // unaffected by changes of the wall clock, cheap enough for the I/O path (vDSO).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // An eventfd as a wake-up between threads: one side signals, the other waits for it to become
 // readable (in epoll or poll) and drains it. Used for stop requests, posted tasks, and the vring
 // call and error notifications of vhost-user.

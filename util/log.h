@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Levelled logging to stderr: one line per event, written with a single write(2) so lines from
 // several threads never interleave. Nothing on the I/O hot path should log below kWarn.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Rate limiting for log lines that someone outside the daemon can trigger (a guest, a FUSE client,
 // a QMP client): each such message site owns one RateLimit, so a flood costs a few lines per
 // interval, and the next line that gets through says how many were dropped.

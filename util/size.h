@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Byte counts as people write them: digits with an optional binary suffix, k/K, m/M, g/G, t/T,
 // p/P or e/E (powers of 1024, as QEMU's keyval and qemu-img take them). The one parser for
 // sizes in options, on the command line and in the perf tools.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Control-path Status helpers shared by every layer: an errno turned into a Status whose message
 // says what failed, and a Status given the name of the thing it concerns.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Owns one file descriptor and closes it exactly once. Every descriptor bexd opens and keeps is
 // held in one, so no path can leak it or close it twice.
 #pragma once

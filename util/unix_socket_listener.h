@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A listening unix stream socket that owns the file it is bound to. Both kinds of socket bexd
 // serves (vhost-user-fs exports and QMP monitors) listen through it, so they refuse and replace
 // socket files by the same rules (docs/control.md#socket-paths):

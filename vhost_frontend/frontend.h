@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A vhost-user frontend for tests and benchmarks: plays QEMU's part against a vhost-user-fs
 // backend over the real unix socket protocol. Guest memory is a memfd or a given file or block
 // device (optionally presented as two guest-contiguous regions, to exercise buffers that cross a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One connection to the NBD server, driven by one thread through libnbd's asynchronous API: a
 // queue thread's own connection (the server allows multi-conn) or the node's one shared
 // connection, driven by its connection thread. Requests become NBD commands whose completion

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The node's one shared connection, for a server that does not allow multi-conn: a thread of its
 // own drives it, takes requests from every queue thread through a lock-free stack and an eventfd,
 // and hands each finished request back to the queue that submitted it (NbdSharedQueue::Return),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The reconnect loop of one nbd node. A connection that lost its server asks for a new one here;
 // this thread connects (blocking, so never on a queue thread), checks that the server still
 // serves the same export, and hands the new handle over. Attempts follow QEMU's connect thread:

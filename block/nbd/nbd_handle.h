@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One libnbd connection to the server the options name: connecting (asynchronously, so that an
 // attempt can be bounded in time and cancelled), and what the server offered on it.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The `nbd` driver (QEMU's): a client of an NBD server through libnbd. When the server allows
 // multi-conn, every queue thread gets a connection of its own (NbdOwnQueue); otherwise the node
 // has one connection, driven by its own thread (NbdConnectionThread, NbdSharedQueue). A lost

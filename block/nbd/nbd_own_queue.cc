@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "block/nbd/nbd_own_queue.h"
 
 #include "block/nbd/nbd_request.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A queue thread's I/O context on an nbd node whose server allows multi-conn: the thread's own
 // connection, driven from Poll(); its event_fd() is the connection's wait_fd().
 #pragma once

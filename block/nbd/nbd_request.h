@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The nbd driver's per-request state, in IoRequest::driver_state: one request may become several
 // NBD commands (one per iovec segment and payload limit), all of whose completion callbacks point
 // at the request itself, so nothing is allocated per request.

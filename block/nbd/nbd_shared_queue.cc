@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "block/nbd/nbd_shared_queue.h"
 
 #include <poll.h>

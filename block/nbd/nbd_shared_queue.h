@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A queue thread's I/O context on an nbd node whose server allows one connection only: requests
 // go to the node's connection thread and come back through a lock-free stack and this queue's
 // eventfd, so callbacks still run on the submitting thread, inside Poll().

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Where the backing file named in an image header is, as QEMU resolves it.
 #pragma once
 

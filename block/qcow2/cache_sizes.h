@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The metadata cache sizes from the node's options, computed as QEMU computes them.
 #pragma once
 

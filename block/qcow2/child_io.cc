@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "block/qcow2/child_io.h"
 
 #include <cerrno>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Awaitable requests to a child queue on the engine thread: the coroutine suspends until the
 // child's callback reports completion, then the scheduler resumes it.
 #pragma once

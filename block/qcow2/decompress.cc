@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "block/qcow2/decompress.h"
 
 #include <zlib.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Decompression of compressed clusters: raw deflate (zlib, window 2^12) or zstd, as QEMU writes
 // them. The compressed bytes are untrusted; a stream that does not produce exactly one cluster is
 // an error, never a read or write past a buffer.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Engine: the metadata thread, the intake of requests and control calls, and replies.
 #include "block/qcow2/engine.h"
 

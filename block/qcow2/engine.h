@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The metadata engine of one qcow2 node: a thread that makes every metadata change (loading L2
 // tables into the cache, allocating clusters and L2 tables, refcount updates, copy-on-write,
 // discard, write-zeroes, resizing, writing the caches back) and serves the requests queue threads

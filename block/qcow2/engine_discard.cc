@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Engine: discard and write-zeroes, which change L2 entries of whole clusters.
 #include <fmt/format.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Engine: refcounts, cluster allocation, growing the refcount structures, freeing clusters.
 #include <fmt/format.h>
 

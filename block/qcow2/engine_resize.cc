@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Engine: changing the virtual size.
 #include <fmt/format.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Engine: the L1 table and the L2 table cache (loading, claiming slabs, new and copied tables).
 #include <fmt/format.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Engine: writes that need metadata work: allocating clusters and L2 tables, copy-on-write of
 // partial clusters, and writes into compressed or shared clusters.
 #include <fmt/format.h>

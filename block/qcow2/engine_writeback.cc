@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Engine: writing the caches back in an order that keeps the image consistent at every point,
 // flushes, the header's dirty bit, and closing.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "block/qcow2/epoll_set.h"
 
 #include <sys/epoll.h>

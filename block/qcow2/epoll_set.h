@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // An epoll fd that becomes readable when any of several fds does: a qcow2 queue's event_fd() over
 // its own eventfd and its child queues' fds, and the metadata thread's wait.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The qcow2 on-disk format (QEMU's docs/interop/qcow2.txt): constants, big-endian access, the
 // geometry derived from the header, and the decoding of L1/L2/refcount entries. Everything here is
 // pure: it reads buffers, never files.

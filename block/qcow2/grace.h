@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Grace periods for host clusters that the metadata thread frees while queue threads may still be
 // reading or writing them through a mapping they looked up without a lock (an SRCU-style scheme).
 //

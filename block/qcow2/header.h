@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Parsing and validation of the qcow2 header and its extensions. The image file is untrusted: every
 // field is checked against the format's limits and the file's size before anything uses it.
 #pragma once

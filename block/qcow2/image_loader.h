@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Opening an image: reading the header, the active L1 table, the refcount table and the snapshot
 // table through blocking I/O, validating them, and the header updates a writable open makes
 // (clearing unknown autoclear bits, repairing a dirty image).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // What the node, its queues and its metadata engine share about one open qcow2 image. Fields that
 // queue threads read are immutable after open or atomic; the rest belongs to the engine.
 #pragma once

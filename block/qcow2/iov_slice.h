@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Describing part of a submitter's scatter-gather list to a child request without copying data.
 #pragma once
 

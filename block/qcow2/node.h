@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The `qcow2` driver's node: a qcow2 image on a `file` child node, with an optional read-only
 // backing node, both opened by the caller. Reads and writes of allocated clusters run on the
 // calling queue thread without a lock (queue.h); metadata changes run on the node's metadata

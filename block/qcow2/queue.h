@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One queue thread's I/O context on a qcow2 node. Reads, writes into allocated clusters and block
 // status are served here without a lock: the queue maps guest ranges through the lock-free L1/L2
 // lookups of TableCache and submits child requests to its own queues on the file child and the

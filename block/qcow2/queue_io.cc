@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Qcow2Queue: turning a request into child requests (the fast path), and their completions.
 #include <cerrno>
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Qcow2Queue: mapping guest ranges through the L1 table and the cached L2 tables, lock-free.
 #include "block/qcow2/queue.h"
 

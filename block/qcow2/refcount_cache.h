@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The refcount blocks the metadata engine has in memory, at most `capacity` of them, as raw
 // on-disk bytes. Used only on the engine thread.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Rebuilding the refcounts of an image whose dirty bit says they may lag behind its tables (it was
 // written with lazy refcounts and not closed cleanly). QEMU repairs such an image when it opens it
 // writable; so does bexd, before it serves any I/O.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The qcow2 driver's per-request state in IoRequest::driver_state, shared by the queue thread that
 // owns the request and, while it holds the request, the metadata engine.
 #pragma once

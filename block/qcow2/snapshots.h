@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The internal snapshot table. bexd neither creates nor applies snapshots; it reads the table to
 // validate it and to find the snapshots' L1 tables, whose clusters a refcount rebuild must count.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Blocking I/O on a child node for the control path (opening an image, repairing its refcounts):
 // a queue of the calling thread, driven until each request completes.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The active L1 table and the cache of L2 tables, shared by the metadata thread (the only writer)
 // and the queue threads, which look mappings up without a lock.
 //

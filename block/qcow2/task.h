@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Minimal C++20 coroutines for the metadata thread, which runs many metadata operations at once
 // (each a sequence of child I/Os with ordering rules between them) on one thread without locks.
 //

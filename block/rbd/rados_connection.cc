@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "block/rbd/rados_connection.h"
 
 #include <absl/strings/escaping.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A client connection to a Ceph cluster and an I/O context on one pool and namespace, set up as
 // QEMU's rbd driver sets it up (qemu_rbd_connect): the user's id, the configuration file (Ceph's
 // default files when none is given), the monitors from `server`, the cephx key from a secret

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // QEMU's `rbd` protocol driver: an image (or a snapshot of one) in a Ceph cluster, through
 // librbd. One cluster connection and one open image per node, shared by every queue thread;
 // each thread's RbdQueue (rbd_queue.h) submits asynchronous librbd requests and gets their

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "block/rbd/rbd_queue.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One queue thread's I/O context on an RbdNode. Each request becomes one asynchronous librbd
 // call (rbd_aio_readv/writev/flush/discard/write_zeroes); librbd runs its completion on one of
 // its own threads, which stores the result in the request, pushes the request onto this queue's

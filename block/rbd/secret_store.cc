@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "block/rbd/secret_store.h"
 
 #include <fmt/format.h>

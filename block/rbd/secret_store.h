@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // QEMU's `secret` objects (--object secret,id=ID,file=PATH): named secrets that other options
 // refer to by id, such as rbd's key-secret, so that no key appears on a command line. One table
 // for the process: the daemon adds the secrets of its command line and config file before it

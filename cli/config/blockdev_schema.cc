@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "cli/config/blockdev_schema.h"
 
 #include <fmt/format.h>

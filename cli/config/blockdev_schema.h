@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // --blockdev / blockdev-add options (QEMU's names) to block::BlockdevOptions.
 #pragma once
 

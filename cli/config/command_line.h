@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // bexd's command line: QSD-style --blockdev/--export/--object/--chardev/--monitor plus the
 // daemon options. Every option is checked here, before anything is opened or mounted.
 #pragma once

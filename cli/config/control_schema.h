@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // --object iothread, --chardev socket and --monitor: the options that set up the daemon itself
 // rather than its nodes and exports.
 #pragma once

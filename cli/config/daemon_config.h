@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Everything the command line and the config file ask the daemon to set up at start.
 #pragma once
 

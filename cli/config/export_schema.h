@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // --export / block-export-add options (QSD's names where QSD has them) to exports::ExportOptions.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Splits the byte stream of a QMP connection into JSON messages, as QEMU's JSON streamer does. A
 // message is a balanced {...} or [...] (strings and escapes respected, so brackets inside strings
 // do not count), or, for anything else, the rest of the line, which the caller then reports as an

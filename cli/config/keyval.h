@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // QEMU's "key=value,key2=value2" option syntax (keyval), as used by --blockdev and --export.
 #pragma once
 

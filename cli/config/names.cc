@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "cli/config/names.h"
 
 #include <absl/strings/ascii.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Rules for the names users give to nodes, exports, iothreads and chardevs.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Typed access to one options object (from keyval, a JSON argument, the config file or QMP), with
 // the error naming the key by its full path. The first error sticks: later reads become no-ops,
 // so a schema reads its fields in a row and checks the status once at the end.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // --object secret: QEMU's secret object, which options such as rbd's key-secret name by id so
 // that the secret itself stays off the command line.
 #pragma once

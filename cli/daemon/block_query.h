@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // query-named-block-nodes: the block graph in QEMU's shapes (BlockDeviceInfo, ImageInfo).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The daemon's live state: open block nodes and running exports, by name. Start-up and the QMP
 // commands both go through it, so they apply the same checks. Main thread only; only the export
 // ended callback runs elsewhere.

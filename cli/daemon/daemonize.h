@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // --daemonize: the process forks early; the parent stays until the child reports how start-up
 // ended and exits 0 only if it succeeded, printing the child's error otherwise.
 #pragma once

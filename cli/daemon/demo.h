@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The demo bexd runs with no options (or --demo): a 64 MiB raw image with a recognisable label,
 // exported as a file over FUSE, with a QMP socket and a pidfile, all in one state directory.
 // Running it again reuses the image, so what was written to it survives.

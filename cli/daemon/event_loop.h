@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The main thread's epoll loop: the signalfd, the QMP sockets, and tasks other threads post to
 // the main thread. Handlers may add or remove any registration, including their own, while events
 // are being dispatched.

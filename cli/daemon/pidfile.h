@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // --pidfile: a file locked (flock) for the daemon's whole life, holding its pid once it serves.
 #pragma once
 

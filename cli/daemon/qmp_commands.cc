@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "cli/daemon/qmp_commands.h"
 
 #include <sys/time.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // QMP's command layer: one parsed request in, one reply out; no sockets here. Commands take
 // QSD's names and argument shapes (docs/control.md).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The QMP control sockets: listening unix sockets, their clients, and the framing of requests
 // and replies. Runs on the main thread's EventLoop; commands go to QmpCommands.
 #pragma once

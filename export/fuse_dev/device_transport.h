@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The /dev/fuse transport of one FUSE export queue: a clone of the mount's /dev/fuse descriptor,
 // read into page-aligned slot buffers (fuse_slot_buffers.h), with each reply written back to the
 // same descriptor. It runs on the queue-thread skeleton (export/queue/queue_thread.h).

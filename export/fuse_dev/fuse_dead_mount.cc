@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "export/fuse_dev/fuse_dead_mount.h"
 
 #include <absl/strings/str_cat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A FUSE mount whose server is gone (bexd was killed: its /dev/fuse descriptors closed, so the
 // kernel aborted the connection) stays on its mountpoint and answers ENOTCONN to everything until
 // it is unmounted. A bexd restarted after a crash finds its predecessor's mount there; this clears

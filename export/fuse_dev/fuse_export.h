@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The FUSE export: one block node presented as a regular file mounted over an existing regular
 // file, served by one thread per /dev/fuse queue. See docs/fuse-export.md.
 #pragma once

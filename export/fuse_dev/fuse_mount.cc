@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "export/fuse_dev/fuse_mount.h"
 
 // libfuse API level: fuse_open_channel() and fuse_set_log_func() exist since 3.x.

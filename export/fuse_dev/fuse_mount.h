@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A FUSE file system mounted on a regular file. libfuse does the mounting (directly as root,
 // through fusermount3 otherwise); bexd reads the /dev/fuse descriptors itself.
 #pragma once

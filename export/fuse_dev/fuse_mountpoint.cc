@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "export/fuse_dev/fuse_mountpoint.h"
 
 #include <absl/strings/numbers.h>

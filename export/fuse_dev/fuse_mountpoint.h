@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Mountpoint checks shared by every FUSE export of the process: the path must be an existing
 // regular file that no FUSE file system covers yet (a dead bexd mount left by a crash is detached
 // first), and no two exports may claim the same file.

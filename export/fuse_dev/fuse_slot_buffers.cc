@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "export/fuse_dev/fuse_slot_buffers.h"
 
 #include <absl/strings/str_cat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The request and reply bytes of one FUSE queue thread's slots, in one anonymous mapping.
 //
 // Each slot has a header page followed by data pages. A request is read so that it ends the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "export/fuse_dev/read_interrupt.h"
 
 #include <signal.h>

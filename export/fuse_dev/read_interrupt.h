@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Wakes a thread that waits in a blocking read() of /dev/fuse. The kernel ends such a wait only
 // for a request, the end of the connection, or a signal; a stop needs the signal. The signal's
 // handler does nothing and is installed without SA_RESTART, so the read returns EINTR.

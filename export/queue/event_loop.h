@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One thread's wait point: an epoll set plus a stop eventfd that any thread may signal. A queue
 // thread registers its fds once, then alternates between doing work and Wait(); RequestStop() from
 // another thread wakes it and stays visible through stop_requested().

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "export/queue/no_block_io_queue.h"
 
 #include <cerrno>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The IoQueue of a queue thread that serves no block I/O: vhost-user-fs's hiprio queue, which a
 // guest uses only for FORGET and INTERRUPT. It holds no backend resources (no libaio context, no
 // worker threads); a request that needs the node anyway (a guest that sends READ on the hiprio

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "export/queue/queue_cpus.h"
 
 #include <fmt/format.h>

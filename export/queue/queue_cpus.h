@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Pinning queue threads to CPUs (the `queue-cpus` export option). Queue i runs on the
 // (i mod n)-th CPU of the list, so a thread that serves requests stays next to the caches and,
 // when the client is pinned too, next to the client it wakes.

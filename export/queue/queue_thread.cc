@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "export/queue/queue_thread.h"
 
 #include <pthread.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The queue-thread skeleton every transport runs on. One QueueThread is one thread that owns
 // everything its requests touch: its block IoQueue (created on the thread, after pinning, so its
 // memory is first touched on the right CPU), its fuse::Queue, its request slots and its epoll

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The free request slots of one queue thread: a stack of slot indexes, so the slot used last
 // (whose buffers are still in cache) is reused first. Only the queue thread touches it: no lock,
 // and no allocation after Reset().

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // What a transport supplies to the queue-thread skeleton (queue_thread.h): where requests come
 // from and where replies go. Everything else a queue thread does (pinning, the IoQueue and the
 // request core, request slots, waiting, draining, stats) is the skeleton's.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A vhost-user frontend's guest RAM as this process sees it: the regions of SET_MEM_TABLE, each
 // a shared mapping of a file descriptor the frontend passed. Every guest address the guest hands
 // us (descriptor buffers) and every frontend address the frontend hands us (ring locations) goes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Reads and writes whole vhost-user messages on a connected unix socket, with their file
 // descriptors (SCM_RIGHTS). Used by the backend and by the test frontend. Every wait also watches
 // a cancel fd, so a peer that stops mid-message cannot hold the caller forever.

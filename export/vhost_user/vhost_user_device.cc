@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "export/vhost_user/vhost_user_device.h"
 
 #include <fcntl.h>

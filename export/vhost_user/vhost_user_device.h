@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The vhost-user-fs device as one frontend connection sees it: negotiated features, the guest
 // memory table and each vring's configuration. It turns the frontend's messages into ring starts
 // and stops on the vring queues (queue 0 is the hiprio queue, 1..N the request queues). A ring

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The vhost-user-fs export: serves one block node to a VM as a virtio-fs directory holding the
 // image, over a vhost-user unix socket. One socket thread listens, serves one frontend at a time
 // and accepts the next one after a disconnect; one queue thread per virtqueue (the hiprio queue

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The vhost-user wire format (QEMU docs/interop/vhost-user.rst): message types, flags, feature
 // bits and payload layouts. Native byte order, packed as on the wire. Shared by the backend and
 // the test frontend.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "export/vhost_user/virtqueue.h"
 
 #include <fmt/format.h>

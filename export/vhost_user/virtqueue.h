@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The device side of one split virtqueue in untrusted guest memory: takes descriptor chains off
 // the available ring as host iovecs and returns them on the used ring. Every index, length,
 // address and flag read from the ring is checked before use, and read once (into a local copy) so

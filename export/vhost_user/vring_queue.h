@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One virtqueue of a vhost-user-fs export: the virtqueue transport on its own queue thread
 // (export/queue/queue_thread.h). The thread lives as long as the export; the socket thread starts
 // and stops runs as the frontend configures the ring. While a ring runs, the thread takes chains

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The attributes the core presents for its two nodes (GETATTR, SETATTR, LOOKUP, READDIRPLUS).
 #pragma once
 

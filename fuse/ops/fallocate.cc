@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // FALLOCATE: reserve (mode 0), zero (ZERO_RANGE) or punch (PUNCH_HOLE|KEEP_SIZE) a range.
 #include <linux/falloc.h>
 #include <linux/fuse.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Byte ranges of the file as READ, WRITE and FALLOCATE give them: loff_t is signed.
 #pragma once
 

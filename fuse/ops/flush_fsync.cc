@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // FLUSH (every close()) and FSYNC.
 #include <linux/fuse.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The opcodes that take no reply: FORGET, BATCH_FORGET, INTERRUPT, NOTIFY_REPLY. The table has
 // checked their fixed argument structs.
 #include <linux/fuse.h>

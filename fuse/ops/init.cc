@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // INIT and DESTROY: the session's start and end.
 #include <linux/fuse.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // LOOKUP in the virtio-fs root directory, which holds the one file.
 #include <linux/fuse.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // LSEEK: SEEK_SET and SEEK_END by arithmetic, SEEK_DATA and SEEK_HOLE by asking the node's block
 // status extent by extent.
 #include <linux/fuse.h>

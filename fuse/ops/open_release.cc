@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // OPEN and RELEASE of the file.
 #include <fcntl.h>
 #include <linux/fuse.h>

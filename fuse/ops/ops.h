@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The opcode handlers, one file per opcode or family, named after the opcodes (fuse/op_table.cc
 // lists which handler serves which opcode). Each returns exactly one Answer; the table has
 // checked INIT, the argument size, the room for a fixed-size reply and the node before it runs.

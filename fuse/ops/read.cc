@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // READ: the node's bytes land straight in the reply, past its header.
 #include <linux/fuse.h>
 

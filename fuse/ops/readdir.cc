@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // OPENDIR, READDIR, READDIRPLUS and RELEASEDIR of the virtio-fs root directory: ".", ".." and the
 // one file.
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The opcodes the core refuses: READLINK, those that would change the tree, and those it does not
 // implement.
 #include <cerrno>

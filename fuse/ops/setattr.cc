@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // SETATTR: the presented mode, owner and times, and the size.
 #include <linux/fuse.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "fuse/ops/size_change.h"
 
 #include "fuse/op_table.h"

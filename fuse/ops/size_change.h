@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Size changes a client asks for, directly (SETATTR size, FALLOCATE past the end) or by the way
 // (an O_TRUNC open or a WRITE past the end of a growable export). docs/fuse-core.md#size-changes
 // has the rules.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // WRITE: the block layer writes straight from the request's data, past its fuse_write_in.
 #include <fcntl.h>
 #include <linux/fuse.h>

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-or-later
 # /init of the benchmark guest (busybox sh, PID 1; perf/harness/guest.py builds the initramfs with
 # fio and its libraries). Mounts the virtio-fs tag given as bexd.tag on /mnt, runs the cells listed
 # in /cells (one per line: NAME followed by fio's arguments) one after the other, and powers off.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 """perf/run.sh: builds what it needs, runs the fio matrix against every system in interleaved
 repetitions (and the same cells through the vhost-user-fs export with vhost_bench), and writes
 raw.tsv, summary.tsv, memory.tsv, summary.md, commands.md and PNG charts."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 """Building bexd and the limit responder (release mode) in the harness's own build directory."""
 
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 """The rbd driver's backend: a throwaway single-node Ceph cluster (tests/support/ceph-cluster.sh,
 memstore) holding one fully written image, and `rbd bench`, librbd's own benchmark, as the
 ceiling the FUSE exports are held against (the `native-rbd` target)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 """PNG charts of a summary, drawn with gnuplot (pngcairo)."""
 
 import math

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 """Running one fio cell and reading its result."""
 
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 """Guest mode: fio inside a Linux guest under QEMU (TCG), on a virtio-fs mount served by bexd's
 vhost-user-fs export or by virtiofsd. One guest boot runs every cell of a target; the guest marks
 the start and end of each fio run on its console, where the host samples the daemon's and QEMU's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 """What the numbers were measured on: machine, kernel, tool versions, load."""
 
 import os

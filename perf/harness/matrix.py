@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 """What gets measured: fio workloads (the cells) and the systems under test (the targets)."""
 
 from dataclasses import dataclass

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 """The nbd driver's backend: one nbdkit server (memory plugin, so that no disk sits between the
 client and the server) on a unix socket, started once per run and served to bexd and QSD alike.
 nbdkit's memory plugin allows multi-conn, so bexd opens a connection per queue; QSD 7.2 has one."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 """Turning raw per-repetition results into medians, ratios, target checks, TSV and markdown."""
 
 import statistics

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 """Starting, watching and stopping the daemons under test (bexd, QSD, the limit responder,
 virtiofsd)."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 """Running one vhost_bench cell (the vhost-user-fs export, driven by the test frontend)."""
 
 import json

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The file driver on real block devices and real failures: a loop device, an image whose
 // reads and writes fail with EIO (nbdkit's error filter behind nbdfuse, tests/support), a loop
 // device on such an image whose writeback fails, and a full filesystem.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Test helpers for the file driver: a scratch directory on a filesystem that supports O_DIRECT,
 // opening nodes, and reading an image behind the driver's back.
 #pragma once

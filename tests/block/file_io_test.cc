@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Reads and writes through the file driver in every aio/cache.direct combination, checked
 // against the file's bytes as a plain descriptor sees them.
 #include <gtest/gtest.h>

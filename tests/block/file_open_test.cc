@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Opening file nodes: error messages, read-only nodes and image locking.
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The file driver's other operations: discard, write-zeroes, block status, resizing, and
 // concurrent partial-block writes under O_DIRECT.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The block graph over real files: children by name and inline, automatic names, references
 // counted on delete with QEMU's errors, inline children closed with their parent, failures that
 // leave nothing open, and image locks across the graph.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The nbd driver against real servers (nbdkit with its memory and file plugins and its error,
 // multi-conn, nozero, log and blocksize-policy filters; qemu-nbd), through its IoQueues: data
 // checked in the server's file, what the server offers, block status, the server's errors, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The metadata caches: QEMU's size options, and data staying right when tiny caches evict (and
 // write back) tables under concurrent I/O.
 #include <gtest/gtest.h>

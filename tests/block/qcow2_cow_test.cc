@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Copy-on-write: writes into compressed clusters and into clusters and L2 tables shared with
 // internal snapshots allocate new ones and leave the old data to whoever still refers to it.
 #include <gtest/gtest.h>

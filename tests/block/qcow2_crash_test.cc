@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A process killed (SIGKILL) while it writes through the qcow2 driver leaves an image that
 // `qemu-img check` finds free of corruption (leaked clusters are allowed), holding every write that
 // was flushed (or written with FUA) before the kill.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Images bexd cannot serve or that are damaged: a clear error at open, or -EIO on the requests
 // that touch the damage (and the node marked corrupt, refusing writes), never a crash.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Discard, write-zeroes and block status, checked with `qemu-img map` and `qemu-img check`.
 #include <gtest/gtest.h>
 #include <sys/stat.h>

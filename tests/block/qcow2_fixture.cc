@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "tests/block/qcow2_fixture.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Test helpers for the qcow2 driver: images made and checked by QEMU's own tools (qemu-img,
 // qemu-io), opened through bexd's file and qcow2 drivers, and read or written through a queue of
 // the test thread.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Images made by qemu-img and qemu-io, read through the qcow2 driver and compared with what
 // `qemu-img convert -O raw` reads from them.
 #include <gtest/gtest.h>

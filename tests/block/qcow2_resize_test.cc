@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Resizing a qcow2 node: growing (with a larger L1 table when needed) and shrinking only what
 // holds no data, checked with qemu-img.
 #include <gtest/gtest.h>

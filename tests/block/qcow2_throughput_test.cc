@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A throughput sanity check, not a benchmark and never an assertion: 4 KiB random reads and
 // allocating writes through the qcow2 driver next to the same work on its raw file child, in
 // process, at queue depth 16. Disabled by default; run it with

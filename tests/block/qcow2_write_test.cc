@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Writes through the qcow2 driver, checked by QEMU: `qemu-img check` finds no corruption and no
 // leak after a clean close, and `qemu-img compare` finds the image equal to a raw file that got
 // the same writes.

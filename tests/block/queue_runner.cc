@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "tests/block/queue_runner.h"
 #include "util/clock.h"
 

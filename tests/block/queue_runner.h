@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Test helper: drives an IoQueue the way a queue thread does (Submit, Poll, wait on event_fd)
 // with every wait bounded so a broken driver fails the test instead of hanging it.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The raw driver over a real file: offset and size checked against the child at open, every
 // operation handed to the child's queue at the shifted offset (checked in the file itself), the
 // window's ends enforced, read-only, and resizing.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The rbd driver against a real single-node Ceph cluster (tests/support/ceph-cluster.sh): open
 // errors, every operation checked in the image through `rbd export`, resizing, the exclusive-lock
 // rule against a second bexd node and against qemu-storage-daemon, a cephx key from a secret,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Test helpers that run the real bexd binary (BEXD_BINARY): once to completion with its output
 // captured, or in the background as a daemon to talk to. Every wait is bounded. Header-only so
 // tests/control can share it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The real bexd with bad options: exit status 1, exactly one error line naming the option, and
 // nothing mounted, not even the exports whose own options were fine.
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Children in --blockdev / blockdev-add options: by node name, defined inline (QSD's dotted keys
 // in keyval, nested objects in JSON), backing=null; both syntaxes give the same options, and
 // inline children inherit what QEMU's children inherit.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // ParseCommandLine and config files: everything is checked before anything starts, and errors
 // name the option (command line) or the JSON path (config file).
 #include "cli/config/command_line.h"

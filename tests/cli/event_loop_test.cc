@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Tasks posted to the main loop from other threads run on the loop's thread, in order, and a task
 // may post again.
 #include "cli/daemon/event_loop.h"

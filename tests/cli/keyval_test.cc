@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "cli/config/keyval.h"
 
 #include <gtest/gtest.h>

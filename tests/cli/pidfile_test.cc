@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // --pidfile: locked for the daemon's life, empty until the daemon serves, never a stale pid.
 #include <gtest/gtest.h>
 #include <sys/stat.h>

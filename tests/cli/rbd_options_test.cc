@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // --blockdev driver=rbd in QEMU's spellings (keyval as QSD takes it, JSON as QMP sends it) and
 // --object secret, QEMU's secret object that key-secret names.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The shared schema layer: keyval and JSON spellings give the same options, and every bad input
 // gives one message naming the key.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The block graph over QMP against a real bexd: raw over file by node name and inline,
 // query-named-block-nodes in QEMU's shapes (a qcow2 chain compared field by field with
 // qemu-storage-daemon's), blockdev-del refused with QEMU's errors while a node or an export uses

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "tests/control/control_fixture.h"
 
 namespace bexd::testing {

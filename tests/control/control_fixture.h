@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A real bexd with a QMP socket, a file node "disk0" (16 MiB) exported over FUSE as "exp0", in a
 // directory of its own.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The daemon's life cycle: quit, signals under load, --pidfile, --daemonize, sd_notify and a
 // config file with a monitor.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Replays the QMP session in docs/control.md against a real bexd, so the documentation stays
 // true: every "->" line is sent, every "<-" line must be matched by what comes back.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A FUSE export that ends by itself (an outside umount, an aborted connection) leaves the daemon
 // as if block-export-del had removed it: one BLOCK_EXPORT_DELETED, its id, mountpoint and node are
 // free again, and the daemon keeps running even when that was its only export.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The QMP socket is never taken over: not by a second bexd, not by an export of the same daemon
 // added over QMP; and stopping removes only the socket the daemon bound.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // What /proc says about a process, for tests that bound the daemon's memory and CPU use.
 #pragma once
 

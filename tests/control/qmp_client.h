@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A QMP client for tests: connects to a bexd monitor socket, sends requests, and reads replies
 // and events, every read bounded by a timeout.
 #pragma once

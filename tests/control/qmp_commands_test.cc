@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // QMP commands against a real bexd: nodes and exports come and go while fio keeps running on
 // another export with no error, every error path returns the right class, events reach clients.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // QMP input that QEMU's JSON parser bounds or accepts: nesting depth, request size, and
 // single-quoted strings, against a real bexd. A refused request gets a GenericError and the
 // connection stays usable; the FUSE export keeps serving.

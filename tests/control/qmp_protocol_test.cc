@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The QMP wire protocol of a real bexd: greeting, capabilities negotiation, request framing, and
 // survival of bad clients.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // What QMP clients can take from a real bexd: descriptors, client slots, memory for unfinished
 // requests and unread replies, and log lines. The daemon refuses clearly, stays bounded and keeps
 // serving the next client.

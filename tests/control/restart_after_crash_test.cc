@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A bexd killed with SIGKILL leaves a dead FUSE mount (answering ENOTCONN) on its mountpoint and a
 // stale QMP socket and pidfile: the same command line started again clears them and serves the
 // data synced before the crash. A mount of a bexd that is alive stays refused.

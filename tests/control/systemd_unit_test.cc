@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // docs/bexd.service recovers from kill -9. systemd cannot run as PID 1 here, so the test reads the
 // unit and does what systemd does with it: it checks the settings (systemd-analyze verify, a
 // Restart= that restarts after SIGKILL, a runtime directory kept across restarts), creates the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Helpers for the FUSE export tests: disk-backed scratch files, deterministic data patterns,
 // exports that always unmount, and a watchdog that ends a hung test instead of letting it hang.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A FUSE export started on a mountpoint that holds other FUSE mounts: dead bexd mounts (the
 // connection answers ENOTCONN, as after a SIGKILL) are detached; a dead mount of another file
 // system and a bexd mount whose server does not answer are left alone and refused.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Data written through the mount lands in the backing file, byte for byte; size changes and
 // backing-file errors reach the client.
 #include <fcntl.h>

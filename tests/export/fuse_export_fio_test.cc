@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // fio with crc32c verification against a multi-queue export: four jobs, each in its own region.
 #include <algorithm>
 #include <string>

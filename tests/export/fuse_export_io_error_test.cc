@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A backing-file I/O error reaches the client with its errno, and the export keeps serving; a
 // failed fsync stays failed.
 //

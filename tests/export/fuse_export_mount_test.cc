@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Mounting, unmounting and refusing bad mountpoints.
 #include <fcntl.h>
 #include <signal.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // fallocate(PUNCH_HOLE) through a real mount of a file node: with discard=unmap the range is
 // freed, with discard=ignore (which frees nothing) it is written as zeroes and stays allocated.
 // Either way it succeeds and reads back as zeroes, through the mount and in the image.

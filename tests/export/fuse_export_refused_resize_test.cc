@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Size changes an export cannot make reach the user as the errno a file system of the kernel's
 // would answer, checked through a real mount with truncate(2) and ftruncate(2): EPERM where the
 // node cannot change its size (null-co, raw with size=), as a memfd sealed against growing and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Stop() under load: writers with fsync keep going until the export goes away; afterwards the
 // mount is gone and every block holds what was last fsync'ed to it (or the one write after that).
 #include <fcntl.h>

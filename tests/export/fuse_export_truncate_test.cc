@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `cp`, `dd` and a shell's `>` into a mounted export open it with O_TRUNC: a fixed-size export
 // keeps its size and the data past what they write, a growable one ends up exactly the source.
 // Explicit size changes (`truncate -s`, `fallocate` past the end) resize a writable export. The

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // How idle FUSE queue threads wait: in a blocking read of their own /dev/fuse clone. They must
 // take turns at queue depth 1, ignore a stray wake-up signal, and still stop when asked.
 #include <fcntl.h>

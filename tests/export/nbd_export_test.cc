@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // FUSE exports of nbd nodes served by real NBD servers: data written through the mount checked
 // in the server's image (patterns, then fio with crc32c on a 4-queue export), SEEK_DATA and
 // SEEK_HOLE through the mount against `qemu-img map`, hole punching and zeroing, and a bexd

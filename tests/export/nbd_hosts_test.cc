@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Several hosts, one store: three network namespaces of the test's own (tests/support/
 // net_namespaces.h). qemu-nbd serves an image in the hub (the store); a bexd in each of the two
 // other namespaces imports it with driver=nbd over TCP and exports it over FUSE. What host A

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // qcow2 images served by a real bexd over real FUSE mounts, checked by QEMU's tools, never by
 // bexd's own reading: QSD's manual example unchanged; images qemu-img made (v2/v3, cluster sizes,
 // zlib and zstd compression, backing chains, internal snapshots) read as `qemu-img convert -O raw`

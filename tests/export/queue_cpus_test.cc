@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The queue-cpus option: CPU lists parse strictly, and FUSE queue threads run where it says.
 #include <fcntl.h>
 #include <sched.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // FUSE exports of raw nodes: data written through the mount lands in the image at the node's
 // offset and reads back; the window's end holds; a growable export grows the image; and one
 // partition of a whole-disk image, exported by a bexd started with QSD's keyval syntax, gives

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // FUSE exports of RBD images on a real single-node Ceph cluster (tests/support/ceph-cluster.sh):
 // data patterns and fio on four queues compared with `rbd export`; a growable export resizing
 // the image; a second bexd refused while the first writes, a reader next to it; a snapshot

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // INIT and the file opcodes against the real null driver.
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The core answers from what a node says it can do (block::Capabilities, request_alignment()):
 // size changes a node cannot make are refused before it is asked, with the errno the kernel's own
 // file systems give; a punched hole on a node that frees nothing still reads back as zeroes;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Drives a real fuse::Queue (over a real block node) with raw FUSE requests built as bytes, the
 // way a transport would: scatter-gather in/out buffers, Dispatch, Poll until the completion.
 #pragma once

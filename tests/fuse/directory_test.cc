@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The virtio-fs layout: node 1 is a directory holding the one file, node 2.
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The core over the real file driver: data written through WRITE is read back through READ and
 // compared with the backing file; sizes, holes and growth are checked on the file itself.
 #include <fcntl.h>

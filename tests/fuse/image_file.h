@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Backing files for the core tests over the real file driver: a sparse image in a disk-backed
 // temporary directory (O_DIRECT does not work on tmpfs), read and written directly so that tests
 // compare what the core did with what landed in the file.

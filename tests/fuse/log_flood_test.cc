@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Requests a client can repeat at will must not flood the log: each path that logs a refused or
 // failed request is flooded with 100,000 requests and the lines it wrote are counted.
 #include <fcntl.h>

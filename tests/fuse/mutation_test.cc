@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A bounded, deterministic fuzz loop: random mutations of valid requests, in random buffer
 // layouts, must each complete exactly once with a well-formed reply (or a rejection), and never
 // crash or touch memory outside the buffers (run under ASan to check the latter).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A node over a real one that says it can do less (capabilities and request alignment of the
 // test's choosing) and records the block requests that reach it. It shows how the core answers
 // from capabilities that no driver here lacks (FUA, write-zeroes) or alignments none has (64 KiB);

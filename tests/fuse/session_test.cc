@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // INIT negotiation, DESTROY, STATFS, attributes and the opcodes answered without I/O.
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Size changes through the core over the real file driver: O_TRUNC opens (negotiated with
 // FUSE_ATOMIC_O_TRUNC), SETATTR size and FALLOCATE past the end, for fixed-size and growable
 // exports and for sessions whose size changes need `growable` (virtio-fs). Sizes, data and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Control-path statuses become the errno a FUSE client sees: a kernel failure as the kernel's
 // errno, a driver's refusal as the errno a file system would give for it.
 #include "fuse/status_errno.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Malformed requests: every one completes exactly once, with an error reply when a header fits
 // in `out`, or a negative result when the bytes are not a FUSE request at all.
 #include <fcntl.h>

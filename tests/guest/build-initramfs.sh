@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
 # Builds the guest's initramfs: static busybox, the kernel modules the test needs (with their
 # dependencies, in load order), guest-init.sh as /init and the functions it sources,
 # guest-lib.sh, as /lib/guest-lib.sh.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
 """Prints the per-queue counters of one bexd export, read over QMP with x-query-export-stats.
 
 Usage: export-stats.py QMP_SOCKET EXPORT_ID

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
 # Extracts the uncompressed ELF kernel from an x86 bzImage.
 #
 # Usage: extract-vmlinux.sh BZIMAGE OUTPUT

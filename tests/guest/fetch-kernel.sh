@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
 # Fetches the Debian kernel that a kernel meta package (default linux-image-amd64) currently points
 # at into a cache, without installing it on the host, and prepares it for a direct QEMU boot.
 #

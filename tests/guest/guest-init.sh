@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-or-later
 # /init of the test guest (busybox sh, PID 1). Mounts the virtio-fs export, checks the image file
 # it shows, writes and reads back data, and powers off. Every step prints a marker on the console;
 # the last line is "BEXD-GUEST-RESULT: PASS" or "BEXD-GUEST-RESULT: FAIL <why>". run-guest-test.sh

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 # Shell functions for the guests' /init scripts (busybox sh, PID 1): tests/guest/guest-init.sh and
 # perf/guest/fio-init.sh. build-initramfs.sh installs this file as /lib/guest-lib.sh; an /init
 # sources it once busybox has installed its applets. The last console line of every guest is

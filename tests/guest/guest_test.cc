@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Boots a Linux guest under QEMU against bexd's vhost-user-fs export (tests/guest/
 // run-guest-test.sh): the guest mounts the export over virtio-fs, checks the image file, writes
 // and reads back data, and the host then checks the backing file.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
 # End-to-end test of the vhost-user-fs export with a real guest: QEMU (TCG) boots the Debian
 # kernel with a busybox initramfs, guest-init.sh mounts the export over virtio-fs, checks the image
 # file, copies a host-written pattern with page-cache and O_DIRECT writes, reads it back, edits an

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
 # A throwaway single-node Ceph cluster for tests and benchmarks: one monitor and one OSD as plain
 # processes on 127.0.0.1 under DIR, no mgr, no systemd, cephx on. Facts behind the settings:
 # /work/shared/notes/ceph-single-node.md (Ceph 16.2, Debian 12).

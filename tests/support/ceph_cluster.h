@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A throwaway single-node Ceph cluster for one test (tests/support/ceph-cluster.sh): a monitor
 // and an OSD on 127.0.0.1 under a fresh directory, with pool "rbd", started by the constructor
 // and killed and removed by the destructor. Clients use conf(); its rados_osd_op_timeout is 5 s.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Real failing storage for tests: an nbdkit memory disk behind nbdkit's error filter, served as a
 // regular file by nbdfuse. While failing, every read and write of the disk fails with EIO, a real
 // error from the kernel's read()/write() on the file. A LoopDevice on the file adds the block

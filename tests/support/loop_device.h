@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A loop device over a file, set up with losetup for one test and detached afterwards (needs root
 // and the loop driver). Buffered, not direct I/O: the file's own cache and errors show through.
 #pragma once

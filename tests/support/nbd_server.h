@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A real NBD server for tests (nbdkit, qemu-nbd, or either under `ip netns exec`), run in the
 // foreground as a child of the test and killed at the end. The command must write `pid_file`
 // once it accepts connections (nbdkit -P, qemu-nbd --pid-file): that is how Start() knows it is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Network namespaces for tests that play several hosts on one machine: a hub namespace (the
 // store) linked to each of the others by a veth pair with private addresses that exist only
 // inside the namespaces. Everything is deleted on destruction; processes started in them must be

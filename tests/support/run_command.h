@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Runs a shell command for a test, bounded in time, with its output captured.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A scratch directory for tests that need real files, shared by every test folder.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // This process's threads as /proc shows them: found by name, and the CPUs each may run on.
 #pragma once
 

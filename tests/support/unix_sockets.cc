@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "tests/support/unix_sockets.h"
 
 #include <sys/socket.h>

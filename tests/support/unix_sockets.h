@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Unix socket files as tests set them up: a server of the test's own listening at a path, the
 // socket file a killed server leaves, and what is at a path now.
 #pragma once

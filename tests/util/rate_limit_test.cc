@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "util/rate_limit.h"
 
 #include <gtest/gtest.h>

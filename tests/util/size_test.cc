@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // util::ParseSize, the one parser for sizes in options, on the command line and in perf tools.
 #include "util/size.h"
 

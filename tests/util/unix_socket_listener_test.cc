@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // UnixSocketListener, the listening socket of every vhost-user-fs export and QMP monitor: what it
 // replaces, what it refuses and leaves alone, and which file it removes when it closes.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The bexd daemon itself (BEXD_BINARY) with a vhost-user-fs export: a hostile guest breaks one
 // ring, the daemon keeps running and serves the next frontend, and stops cleanly on SIGTERM.
 #include <signal.h>

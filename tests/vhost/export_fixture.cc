@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "tests/vhost/export_fixture.h"
 
 #include <fcntl.h>

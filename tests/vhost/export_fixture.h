@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A vhost-user-fs export on a scratch image, started in-process, for the frontend tests.
 #pragma once
 

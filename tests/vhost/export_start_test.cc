@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Starting and stopping the vhost-user-fs export: refusals with clear errors, stale sockets.
 #include <fcntl.h>
 #include <sys/socket.h>

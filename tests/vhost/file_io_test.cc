@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // End-to-end FUSE operations through the vhost-user-fs export, driven by the test frontend over
 // the real socket protocol, with data compared against the backing file.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // GuestMemory::Map on every kind of fd a frontend can pass: only what has a size (a regular file,
 // a memfd, a block device) is mapped, and only when it backs the whole region, so no access to a
 // mapped region can fault past the end of its backing.

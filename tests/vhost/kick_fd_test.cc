@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A kick fd the frontend hangs up (one end of a pipe or socket pair whose other end it closes)
 // stops its ring without a busy loop: the queue thread goes idle, the other rings serve, and a
 // new kick fd starts the ring again.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A frontend or guest repeating something that is logged cannot flood the log: each message site
 // writes a few lines per interval (util/rate_limit.h), however often it is triggered.
 #include <sys/socket.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A hostile guest's descriptor chains: each must break only its own ring (signalled on the ring's
 // error eventfd), leave the other rings serving, and leave the export able to serve the next
 // frontend. Nothing may crash or touch memory outside the guest's regions.

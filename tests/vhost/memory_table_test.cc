@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // SET_MEM_TABLE against a running device: a table the backend refuses changes nothing (the rings
 // keep running on the old one), a block device must back its whole region, and guest memory on a
 // block device that is large enough serves like a memfd.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The vhost-user control protocol: bad messages get a negative acknowledgement or close the
 // connection, never more; rings stop, restart and survive memory table changes; a frontend that
 // drops with requests in flight is followed by a working one.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Size changes from a guest over vhost-user-fs, sent the way Linux's virtio-fs driver sends them
 // (FUSE_ATOMIC_O_TRUNC negotiated, so `cp`'s O_TRUNC arrives in OPEN): a fixed-size export keeps
 // its size and data past what is written and refuses explicit size changes; a growable one is

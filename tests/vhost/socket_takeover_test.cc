@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The real bexd and the socket of a vhost-user-fs export: a second daemon (or a monitor of the
 // same daemon) never takes over a socket a server answers on, a stale one is replaced, a file of
 // another kind is left intact, and stopping removes only the socket the daemon itself bound.
