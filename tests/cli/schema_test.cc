@@ -155,8 +155,8 @@ TEST(BlockdevSchemaTest, KeyvalErrorsNameTheKey) {
   EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=x,aio=posix"), Syntax::kKeyval),
             "aio: expected one of native, threads, io_uring; got \"posix\"");
   EXPECT_EQ(BlockdevError(Keyval("driver=vmdk,node-name=d"), Syntax::kKeyval),
-            "driver: 'vmdk' is not supported by bexd (supported: file, host_device, null-co, raw, "
-            "qcow2, rbd, nbd)");
+            "driver: 'vmdk' is not supported by bexd (supported: file, host_device, nbd, null-co, "
+            "qcow2, raw, rbd)");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=d,latency-ns=-1"), Syntax::kKeyval),
             "latency-ns: expected a non-negative integer, got \"-1\"");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=9d"), Syntax::kKeyval),
