@@ -166,8 +166,7 @@ void NbdConnection::Issue(IoRequest* request) {
       break;
     case IoOp::kWriteZeroes:
       if (info_.can_zero) {
-        IssueRanges(request,
-                    (request->flags & kIoMayUnmap) && unmap ? 0 : LIBNBD_CMD_FLAG_NO_HOLE);
+        IssueRanges(request, (request->flags & kIoMayUnmap) && unmap ? 0 : LIBNBD_CMD_FLAG_NO_HOLE);
       } else {
         IssueZeroWrites(request);
       }

@@ -151,10 +151,8 @@ absl::StatusOr<ExportSpec> ParseExportOptions(const nlohmann::json& object, Synt
   } else if (type == "vhost-user-fs") {
     options.transport = ReadVhostUserFsOptions(reader, options.node_name, spec.iothreads);
   } else if (reader.ok()) {
-    reader.Fail(
-        "type",
-        fmt::format("'{}' is not supported by bexd (supported: {})", type,
-                    fmt::join(kExportTypes, ", ")));
+    reader.Fail("type", fmt::format("'{}' is not supported by bexd (supported: {})", type,
+                                    fmt::join(kExportTypes, ", ")));
   }
   absl::Status status = reader.Finish();
   if (!status.ok()) return status;

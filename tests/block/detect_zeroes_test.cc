@@ -25,6 +25,9 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kImageSize = 4 * kMiB;
+// Splitting the file's extent (a hole or an unwritten extent in the middle) may cost ext4 an
+// extent-tree block.
+constexpr uint64_t kExtentTreeSlack = 64 * 1024;
 
 TEST(BufferIsZeroTest, FindsEveryNonZeroByteAtEveryLengthAndAlignment) {
   std::vector<unsigned char> buffer(300 + 8, 0);
@@ -68,6 +71,9 @@ Allocation AllocationOf(const std::string& path, uint64_t offset, uint64_t lengt
   allocation.allocated_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   EXPECT_GE(fd, 0) << std::strerror(errno);
+  // ext4 reports an unwritten extent as data while its pages sit in the page cache (as after a
+  // read of the zeroed range); dropping the clean pages lets SEEK_DATA see the extent itself.
+  EXPECT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
   const off_t data = ::lseek(fd, static_cast<off_t>(offset), SEEK_DATA);
   allocation.data_at_range = data >= 0 && static_cast<uint64_t>(data) < offset + length;
   ::close(fd);
@@ -114,11 +120,12 @@ void ExpectZeroedAs(const std::string& image, const Allocation& before, Expect e
       break;
     case Expect::kZeroAllocated:
       EXPECT_FALSE(after.data_at_range);
-      EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+      EXPECT_GE(after.allocated_bytes, before.allocated_bytes);
+      EXPECT_LE(after.allocated_bytes, before.allocated_bytes + kExtentTreeSlack);
       break;
     case Expect::kFreed:
       EXPECT_FALSE(after.data_at_range);
-      EXPECT_LE(after.allocated_bytes, before.allocated_bytes - kMiB);
+      EXPECT_LE(after.allocated_bytes, before.allocated_bytes - kMiB + kExtentTreeSlack);
       break;
   }
 }
@@ -158,8 +165,7 @@ INSTANTIATE_TEST_SUITE_P(
     Modes, DetectZeroesFileTest,
     ::testing::Values(
         Case{"OffWritesData", DetectZeroes::kOff, DiscardMode::kUnmap, 0, Expect::kData},
-        Case{"OnZeroesInPlace", DetectZeroes::kOn, DiscardMode::kIgnore, 0,
-             Expect::kZeroAllocated},
+        Case{"OnZeroesInPlace", DetectZeroes::kOn, DiscardMode::kIgnore, 0, Expect::kZeroAllocated},
         Case{"OnNeverUnmaps", DetectZeroes::kOn, DiscardMode::kUnmap, 0, Expect::kZeroAllocated},
         Case{"UnmapFrees", DetectZeroes::kUnmap, DiscardMode::kUnmap, 0, Expect::kFreed},
         // The schema refuses this pair as QEMU does; a node given it anyway acts as `on`.

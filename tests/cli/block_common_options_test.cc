@@ -73,8 +73,8 @@ TEST(BlockCommonOptionsTest, DetectZeroesOnEveryDriver) {
     absl::StatusOr<block::BlockdevOptions> plain = Parse(driver);
     ASSERT_TRUE(plain.ok()) << plain.status();
     EXPECT_EQ(plain->detect_zeroes, block::DetectZeroes::kOff);
-    for (auto [value, mode] : {std::pair{"off", block::DetectZeroes::kOff},
-                               std::pair{"on", block::DetectZeroes::kOn}}) {
+    for (auto [value, mode] :
+         {std::pair{"off", block::DetectZeroes::kOff}, std::pair{"on", block::DetectZeroes::kOn}}) {
       absl::StatusOr<block::BlockdevOptions> options =
           Parse(std::string(driver) + ",detect-zeroes=" + value);
       ASSERT_TRUE(options.ok()) << value << ": " << options.status();
@@ -103,8 +103,8 @@ TEST(BlockCommonOptionsTest, DetectZeroesOnEveryDriver) {
 // detect-zeroes is the node's own, as in QEMU: an inline file child does not inherit it (and
 // takes discard=unmap, so it may be given unmap without saying discard).
 TEST(BlockCommonOptionsTest, DetectZeroesIsNotInherited) {
-  absl::StatusOr<block::BlockdevOptions> options = Parse(
-      "driver=raw,node-name=r0,detect-zeroes=on,file.driver=file,file.filename=/img/a");
+  absl::StatusOr<block::BlockdevOptions> options =
+      Parse("driver=raw,node-name=r0,detect-zeroes=on,file.driver=file,file.filename=/img/a");
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->detect_zeroes, block::DetectZeroes::kOn);
   ASSERT_TRUE(options->file.has_value() && options->file->options != nullptr);

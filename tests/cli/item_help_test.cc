@@ -67,8 +67,7 @@ TEST(ItemHelpTest, ListsOnlyWhatTheOptionsAccept) {
   for (const std::string& driver : Listed(kDrivers)) {
     absl::StatusOr<nlohmann::json> object = ParseKeyval("driver=" + driver + ",node-name=n0");
     ASSERT_TRUE(object.ok());
-    absl::StatusOr<block::BlockdevOptions> options =
-        ParseBlockdevOptions(*object, Syntax::kKeyval);
+    absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(*object, Syntax::kKeyval);
     // Required options are missing; the driver itself is known.
     if (!options.ok()) {
       EXPECT_EQ(options.status().message().find("not supported"), std::string::npos)

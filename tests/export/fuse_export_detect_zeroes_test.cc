@@ -72,25 +72,31 @@ TEST_P(FuseDetectZeroesTest, ZeroesWrittenThroughTheMount) {
   const uint64_t allocated_after = static_cast<uint64_t>(st.st_blocks) * 512;
   const int image_fd = ::open(image.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(image_fd, 0);
+  // ext4 reports an unwritten extent as data while its pages sit in the page cache (the daemon
+  // read the range back); dropping the clean pages lets SEEK_DATA see the extent itself.
+  EXPECT_EQ(::posix_fadvise(image_fd, 0, 0, POSIX_FADV_DONTNEED), 0);
   const off_t data = ::lseek(image_fd, static_cast<off_t>(kMiB), SEEK_DATA);
   ::close(image_fd);
   EXPECT_EQ(data == static_cast<off_t>(kMiB), c.stays_data) << "SEEK_DATA from 1 MiB: " << data;
+  // Splitting the file's extent (a hole or an unwritten extent in the middle) may cost ext4 an
+  // extent-tree block.
+  constexpr uint64_t kExtentTreeSlack = 64 * 1024;
   if (c.freed) {
-    EXPECT_LE(allocated_after, allocated - 2 * kMiB);
+    EXPECT_LE(allocated_after, allocated - 2 * kMiB + kExtentTreeSlack);
   } else {
-    EXPECT_EQ(allocated_after, allocated);
+    EXPECT_GE(allocated_after, allocated);
+    EXPECT_LE(allocated_after, allocated + kExtentTreeSlack);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Modes, FuseDetectZeroesTest,
-    ::testing::Values(Case{"Off", block::DetectZeroes::kOff, block::DiscardMode::kUnmap, true,
-                           false},
-                      Case{"On", block::DetectZeroes::kOn, block::DiscardMode::kUnmap, false,
-                           false},
-                      Case{"Unmap", block::DetectZeroes::kUnmap, block::DiscardMode::kUnmap,
-                           false, true}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Modes, FuseDetectZeroesTest,
+                         ::testing::Values(Case{"Off", block::DetectZeroes::kOff,
+                                                block::DiscardMode::kUnmap, true, false},
+                                           Case{"On", block::DetectZeroes::kOn,
+                                                block::DiscardMode::kUnmap, false, false},
+                                           Case{"Unmap", block::DetectZeroes::kUnmap,
+                                                block::DiscardMode::kUnmap, false, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace bexd::exports::testing
