@@ -33,15 +33,7 @@ class FuseDetectZeroesTest : public FuseExportTest, public ::testing::WithParamI
 TEST_P(FuseDetectZeroesTest, ZeroesWrittenThroughTheMount) {
   const Case& c = GetParam();
   const std::string image = scratch_.path() + "/image";
-  std::vector<uint8_t> bytes(kImageSize);
-  FillPattern(bytes.data(), bytes.size(), 0, 5);
-  {
-    const int fd = ::open(image.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    ASSERT_GE(fd, 0) << std::strerror(errno);
-    ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
-    ASSERT_EQ(::fsync(fd), 0);
-    ::close(fd);
-  }
+  std::vector<uint8_t> bytes = WritePatternFile(image, kImageSize, 5);
   block::BlockdevOptions options;
   options.node_name = "disk0";
   options.detect_zeroes = c.detect_zeroes;
