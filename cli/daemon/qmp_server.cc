@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "cli/config/json_text.h"
+#include "cli/daemon/qmp_text.h"
 #include "util/log.h"
 #include "util/rate_limit.h"
 
@@ -36,7 +37,7 @@ int OpenSpareDescriptor() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
 // Sends one error line to a connection that will not be served and closes it; the socket is new,
 // so the line fits in its buffer.
 void Refuse(int fd, bool pretty, std::string_view desc) {
-  std::string line = DumpJson(QmpError("GenericError", desc), pretty) + "\r\n";
+  std::string line = QmpText(QmpError("GenericError", desc), pretty) + "\r\n";
   [[maybe_unused]] ssize_t n = ::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   ::close(fd);
 }
@@ -205,7 +206,7 @@ void QmpServer::HandleInput(Client* client) {
 
 void QmpServer::Send(Client* client, const nlohmann::json& message) {
   if (client->fd < 0) return;
-  client->output += DumpJson(message, client->pretty);
+  client->output += QmpText(message, client->pretty);
   client->output += "\r\n";
   Flush(client);
 }
