@@ -95,13 +95,20 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
   }
   // Monitors first, so that the export checks see their socket paths.
   for (const MonitorSpec& monitor : config.monitors) {
+    if (monitor.path.empty()) continue;  // fd=N or stdio
     absl::Status status = daemon.AddMonitorPath(monitor.path);
     if (!status.ok()) return fail(status);
   }
   absl::Status status = daemon.CheckNewExports(config.exports);
   if (!status.ok()) return fail(status);
   for (const MonitorSpec& monitor : config.monitors) {
-    status = server.Listen(monitor.path, monitor.pretty);
+    if (monitor.stdio) {
+      status = server.ServeStdio(monitor.pretty);
+    } else if (monitor.fd >= 0) {
+      status = server.ListenOnDescriptor(monitor.fd, monitor.pretty);
+    } else {
+      status = server.Listen(monitor.path, monitor.pretty);
+    }
     if (!status.ok()) return fail(status);
   }
   // Exports come last: a failure here stops the ones already started (Daemon's destructor).

@@ -51,7 +51,7 @@ QmpServer::~QmpServer() {
   for (Client& client : clients_) {
     if (client.fd >= 0) {
       loop_->Remove(client.fd);
-      ::close(client.fd);
+      if (!client.stdio) ::close(client.fd);
     }
   }
   for (const Listener& listener : listeners_) {
@@ -74,6 +74,67 @@ absl::Status QmpServer::Listen(const std::string& path, bool pretty) {
       loop_->Add(listener.fd, EPOLLIN, [this, listener](uint32_t) { Accept(listener); });
   if (!status.ok()) return status;
   log::Debug("QMP monitor listening on {}", path);
+  return absl::OkStatus();
+}
+
+absl::Status QmpServer::ListenOnDescriptor(int fd, bool pretty) {
+  std::string name = fmt::format("fd={}", fd);
+  int accepting = 0;
+  socklen_t length = sizeof(accepting);
+  int domain = 0;
+  socklen_t domain_length = sizeof(domain);
+  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &length) != 0 ||
+      ::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &domain_length) != 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("monitor socket {}: not a socket: {}", name, std::strerror(errno)));
+  }
+  if (domain != AF_UNIX || !accepting) {
+    return absl::InvalidArgumentError(fmt::format(
+        "monitor socket {}: not a listening unix socket (bexd takes one that listen() was called "
+        "on)",
+        name));
+  }
+  int flags = ::fcntl(fd, F_GETFL);
+  // accept4() is called until EAGAIN, so the listener must not block; nor pass to children.
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 ||
+      ::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("monitor socket {}: {}", name, std::strerror(errno)));
+  }
+  passed_sockets_.emplace_back(fd);
+  listeners_.push_back({fd, name, pretty});
+  const Listener listener = listeners_.back();
+  return loop_->Add(fd, EPOLLIN, [this, listener](uint32_t) { Accept(listener); });
+}
+
+absl::Status QmpServer::ServeStdio(bool pretty) {
+  absl::Status status = AddClient(STDIN_FILENO, STDOUT_FILENO, /*stdio=*/true, pretty);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--chardev stdio: stdin cannot be watched ({}); give a pipe, socket or terminal",
+        std::string(status.message())));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status QmpServer::AddClient(int fd, int out_fd, bool stdio, bool pretty) {
+  Client& client = clients_.emplace_back();
+  client.fd = fd;
+  client.out_fd = out_fd;
+  client.stdio = stdio;
+  client.pretty = pretty;
+  Client* pointer = &client;
+  absl::Status status = loop_->Add(fd, kReadEvents, [this, pointer](uint32_t events) {
+    OnClientEvent(pointer, events);
+    EnforceHeldLimit();
+    ForgetDroppedClients();
+  });
+  if (!status.ok()) {
+    clients_.pop_back();
+    return status;
+  }
+  ++connected_;
+  Send(&client, QmpGreeting());
   return absl::OkStatus();
 }
 
@@ -103,25 +164,14 @@ void QmpServer::Accept(const Listener& listener) {
              fmt::format("too many QMP clients (at most {}); closing the connection", kMaxClients));
       continue;
     }
-    Client& client = clients_.emplace_back();
-    client.fd = fd;
-    client.pretty = listener.pretty;
-    Client* pointer = &client;
-    absl::Status status = loop_->Add(fd, kReadEvents, [this, pointer](uint32_t events) {
-      OnClientEvent(pointer, events);
-      EnforceHeldLimit();
-      ForgetDroppedClients();
-    });
+    absl::Status status = AddClient(fd, fd, /*stdio=*/false, listener.pretty);
     if (!status.ok()) {
       log::Limited(accept_log, log::Level::kWarn, "QMP monitor {}: {}", listener.path,
                    status.ToString());
       ::close(fd);
-      clients_.pop_back();
       continue;
     }
-    ++connected_;
     log::Limited(connected_log, log::Level::kDebug, "QMP client connected on {}", listener.path);
-    Send(&client, QmpGreeting());
   }
   ForgetDroppedClients();
 }
@@ -176,6 +226,7 @@ void QmpServer::OnClientEvent(Client* client, uint32_t events) {
       client->input.Append(std::string_view(buffer, n));
       HandleInput(client);
       total += n;
+      if (client->stdio) break;  // stdin blocks: read again when epoll says so
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -213,8 +264,10 @@ void QmpServer::Send(Client* client, const nlohmann::json& message) {
 
 bool QmpServer::Flush(Client* client) {
   while (!client->output.empty()) {
-    ssize_t n = ::send(client->fd, client->output.data(), client->output.size(),
-                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = client->stdio
+                    ? ::write(client->out_fd, client->output.data(), client->output.size())
+                    : ::send(client->fd, client->output.data(), client->output.size(),
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       client->output.erase(0, n);
       continue;
@@ -272,7 +325,7 @@ void QmpServer::EnforceHeldLimit() {
 void QmpServer::Drop(Client* client, std::string_view reason) {
   log::Limited(dropped_log, log::Level::kDebug, "QMP client dropped: {}", reason);
   loop_->Remove(client->fd);
-  ::close(client->fd);
+  if (!client->stdio) ::close(client->fd);
   client->fd = -1;
   client->output.clear();
   client->input = JsonStream(kMaxRequestBytes);

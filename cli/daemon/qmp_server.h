@@ -14,6 +14,7 @@
 #include "cli/config/json_stream.h"
 #include "cli/daemon/event_loop.h"
 #include "cli/daemon/qmp_commands.h"
+#include "util/unique_fd.h"
 #include "util/unix_socket_listener.h"
 
 namespace bexd::cli {
@@ -38,6 +39,12 @@ class QmpServer {
   // Listens on a unix socket at `path`, by exports::UnixSocketListener's rules: a stale socket file
   // there is replaced; a live one, or any other file, is an error.
   absl::Status Listen(const std::string& path, bool pretty);
+  // Listens on `fd`, a listening unix socket bexd was given (--chardev socket,fd=N); takes it
+  // over and closes it at the end.
+  absl::Status ListenOnDescriptor(int fd, bool pretty);
+  // Serves one client on stdin and stdout (--chardev stdio): greeted at once; its end of input
+  // ends the client, not the daemon, as in QSD. Output is written blocking, in order.
+  absl::Status ServeStdio(bool pretty);
   // Sends `event` to every client past capabilities negotiation.
   void Broadcast(const nlohmann::json& event);
   // Tries once more to send pending replies (e.g. the reply to "quit") before shutting down.
@@ -50,7 +57,9 @@ class QmpServer {
     bool pretty;
   };
   struct Client {
-    int fd;
+    int fd;      // read from; for a socket also written to
+    int out_fd;  // written to: fd, or stdout
+    bool stdio;  // fd is stdin: neither a socket nor ours to close
     bool pretty;
     bool negotiated = false;
     bool want_write = false;
@@ -60,6 +69,8 @@ class QmpServer {
   };
 
   void Accept(const Listener& listener);
+  // Adds a connected client, registered with the loop, and greets it.
+  absl::Status AddClient(int fd, int out_fd, bool stdio, bool pretty);
   // Accepts one pending connection with the spare descriptor and refuses it; false if there was
   // none, or the spare is lost and the listeners are paused instead.
   bool RefuseWithSpareDescriptor(const Listener& listener);
@@ -84,6 +95,7 @@ class QmpServer {
   std::vector<Listener> listeners_;
   // Owns the listening sockets of listeners_ (closing them removes their files).
   std::vector<exports::UnixSocketListener> sockets_;
+  std::vector<util::UniqueFd> passed_sockets_;  // fd=N listeners
   std::list<Client> clients_;
   size_t connected_ = 0;   // clients not dropped yet
   size_t held_bytes_ = 0;  // the sum of their held bytes
