@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <map>
 #include <set>
 
 #include "tests/control/control_fixture.h"
@@ -83,13 +84,71 @@ TEST_F(ControlTest, BlockResizeUnderBothNames) {
   EXPECT_EQ(ErrorClass(reply), "GenericError");
 }
 
+// query-named-block-nodes in QEMU's field types: file and image.filename are the path (or QEMU's
+// pseudo file name), the switches come from the node's options, throttling and thresholds are 0.
+TEST_F(ControlTest, NamedBlockNodesHaveQemusFieldTypes) {
+  const std::string read_only = dir_.File("ro.img", 1 << 20);
+  const std::string zeroes = dir_.File("dz.img", 1 << 20);
+  StartDaemon({"--blockdev", "driver=file,node-name=ro0,read-only=on,filename=" + read_only,
+               "--blockdev",
+               "driver=file,node-name=dz0,detect-zeroes=unmap,discard=unmap,cache.no-flush=on,"
+               "filename=" +
+                   zeroes,
+               "--blockdev", "driver=null-co,node-name=null0,detect-zeroes=on"});
+  auto client = Connect();
+  client->Negotiate();
+  json nodes = client->Execute("query-named-block-nodes")["return"];
+  ASSERT_EQ(nodes.size(), 4u) << nodes.dump(1);
+  std::map<std::string, json> by_name;
+  for (const json& node : nodes) by_name[node["node-name"].get<std::string>()] = node;
+
+  struct Expected {
+    std::string name, drv, file;
+    bool ro;
+    std::string detect_zeroes;
+    bool no_flush;
+  } cases[] = {
+      {"disk0", "file", image_, false, "off", false},
+      {"ro0", "file", read_only, true, "off", false},
+      {"dz0", "file", zeroes, false, "unmap", true},
+      {"null0", "null-co", "null-co://", false, "on", false},
+  };
+  for (const Expected& expected : cases) {
+    SCOPED_TRACE(expected.name);
+    ASSERT_TRUE(by_name.contains(expected.name));
+    const json& node = by_name[expected.name];
+    EXPECT_EQ(node["drv"], expected.drv);
+    EXPECT_EQ(node["file"], expected.file);
+    EXPECT_EQ(node["image"]["filename"], expected.file);
+    EXPECT_EQ(node["image"]["format"], expected.drv);
+    EXPECT_EQ(node["ro"], expected.ro);
+    EXPECT_EQ(node["encrypted"], false);
+    EXPECT_EQ(node["active"], true);
+    EXPECT_EQ(node["detect_zeroes"], expected.detect_zeroes);
+    EXPECT_EQ(node["backing_file_depth"], 0);
+    EXPECT_FALSE(node.contains("backing_file"));
+    EXPECT_EQ(node["cache"],
+              json({{"writeback", true}, {"direct", false}, {"no-flush", expected.no_flush}}));
+    for (const char* field :
+         {"bps", "bps_rd", "bps_wr", "iops", "iops_rd", "iops_wr", "write_threshold"}) {
+      EXPECT_TRUE(node[field].is_number_integer()) << field;
+      EXPECT_EQ(node[field], 0) << field;
+    }
+  }
+  // A read-only node refuses writes whatever a client asks.
+  json spec = FuseExport("ro-export", "ro0", dir_.File("ro-mnt"));
+  EXPECT_EQ(ErrorClass(client->Execute("block-export-add", spec)), "GenericError");
+}
+
 TEST_F(ControlTest, IntrospectionListsEveryCommand) {
   StartDaemon();
   auto client = Connect();
   client->Negotiate();
+  json listed = client->Execute("query-commands");
+  ASSERT_EQ(Success(listed), "");
   std::set<std::string> commands;
-  for (const json& entry : client->Execute("query-commands")["return"]) {
-    commands.insert(entry["name"]);
+  for (const json& entry : listed["return"]) {
+    commands.insert(entry["name"].get<std::string>());
   }
   for (const char* name :
        {"qmp_capabilities", "quit", "query-version", "query-commands", "query-qmp-schema",
@@ -101,15 +160,15 @@ TEST_F(ControlTest, IntrospectionListsEveryCommand) {
   json schema = client->Execute("query-qmp-schema")["return"];
   ASSERT_TRUE(schema.is_array());
   std::set<std::string> schema_commands, events, names;
-  for (const json& info : schema) names.insert(info["name"]);
+  for (const json& info : schema) names.insert(info["name"].get<std::string>());
   for (const json& info : schema) {
     if (info["meta-type"] == "command") {
-      schema_commands.insert(info["name"]);
+      schema_commands.insert(info["name"].get<std::string>());
       // Every type a command refers to is in the schema.
-      EXPECT_TRUE(names.contains(info["arg-type"])) << info;
-      EXPECT_TRUE(names.contains(info["ret-type"])) << info;
+      EXPECT_TRUE(names.contains(info["arg-type"].get<std::string>())) << info;
+      EXPECT_TRUE(names.contains(info["ret-type"].get<std::string>())) << info;
     }
-    if (info["meta-type"] == "event") events.insert(info["name"]);
+    if (info["meta-type"] == "event") events.insert(info["name"].get<std::string>());
   }
   EXPECT_EQ(schema_commands, commands);
   EXPECT_TRUE(events.contains("SHUTDOWN"));
