@@ -45,6 +45,28 @@ TEST_F(ControlTest, StdioMonitorServesQmpOverStdinAndStdout) {
   EXPECT_TRUE(client.WaitClosed());
 }
 
+// As QSD: the end of stdin closes that monitor, not the daemon.
+TEST_F(ControlTest, EndOfStdinLeavesTheDaemonRunning) {
+  int to_bexd[2], from_bexd[2];
+  ASSERT_EQ(::pipe2(to_bexd, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(from_bexd, O_CLOEXEC), 0);
+  daemon_ = std::make_unique<BexdDaemon>(
+      std::vector<std::string>{"--blockdev", "driver=file,node-name=disk0,filename=" + image_,
+                               "--chardev", "stdio,id=m0", "--monitor", "chardev=m0", "--monitor",
+                               "path=" + socket_},
+      log_, to_bexd[0], from_bexd[1]);
+  ::close(to_bexd[0]);
+  ::close(from_bexd[1]);
+  {
+    QmpClient stdio(from_bexd[0], to_bexd[1]);
+    ASSERT_TRUE(stdio.Negotiate().contains("QMP")) << ReadFile(log_);
+  }  // closes both pipe ends: stdin reaches its end
+  auto client = Connect();
+  client->Negotiate();
+  EXPECT_EQ(client->Execute("query-named-block-nodes")["return"][0]["node-name"], "disk0");
+  EXPECT_TRUE(daemon_->running());
+}
+
 // A listening socket the caller made and passed (not close-on-exec), as the QSD manual does.
 TEST_F(ControlTest, PassedListeningSocketServesQmp) {
   const std::string path = Path("passed.sock");
