@@ -24,6 +24,10 @@ class UnixSocketListener {
   // Binds a non-blocking, close-on-exec socket to `path` and listens with `backlog`. Errors name
   // the path and say why.
   static absl::StatusOr<UnixSocketListener> Listen(const std::string& path, int backlog);
+  // Takes over `fd`, a socket another process bound and listened on (QSD's --chardev
+  // socket,fd=N): it must be a listening unix socket; it is made non-blocking and close-on-exec.
+  // Its file belongs to whoever bound it and is left alone. `name` stands for the path in errors.
+  static absl::StatusOr<UnixSocketListener> Adopt(util::UniqueFd fd, const std::string& name);
   UnixSocketListener() = default;  // listens on nothing
   UnixSocketListener(UnixSocketListener&& other) noexcept;
   UnixSocketListener& operator=(UnixSocketListener&& other) noexcept;
@@ -54,6 +58,7 @@ class UnixSocketListener {
   // The socket file bind() created, to recognise it on Close().
   dev_t device_ = 0;
   ino_t inode_ = 0;
+  bool owns_file_ = false;  // bound here (Listen), not adopted
   util::UniqueFd reserve_;  // /dev/null, given up to shed a connection when out of descriptors
 };
 

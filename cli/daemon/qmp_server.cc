@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "cli/daemon/qmp_server.h"
 
-#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -32,20 +31,16 @@ log::RateLimit refused_log;
 log::RateLimit accept_log;
 log::RateLimit out_of_descriptors_log;
 
-int OpenSpareDescriptor() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
-
-// Sends one error line to a connection that will not be served and closes it; the socket is new,
-// so the line fits in its buffer.
+// Sends one error line to a connection that will not be served (its owner closes it); the socket
+// is new, so the line fits in its buffer.
 void Refuse(int fd, bool pretty, std::string_view desc) {
   std::string line = QmpText(QmpError("GenericError", desc), pretty) + "\r\n";
   [[maybe_unused]] ssize_t n = ::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  ::close(fd);
 }
 
 }  // namespace
 
-QmpServer::QmpServer(EventLoop* loop, QmpCommands* commands)
-    : loop_(loop), commands_(commands), spare_fd_(OpenSpareDescriptor()) {}
+QmpServer::QmpServer(EventLoop* loop, QmpCommands* commands) : loop_(loop), commands_(commands) {}
 
 QmpServer::~QmpServer() {
   for (Client& client : clients_) {
@@ -55,9 +50,8 @@ QmpServer::~QmpServer() {
     }
   }
   for (const Listener& listener : listeners_) {
-    loop_->Remove(listener.fd);
+    loop_->Remove(listener.socket.fd());
   }
-  if (spare_fd_ >= 0) ::close(spare_fd_);
 }
 
 absl::Status QmpServer::Listen(const std::string& path, bool pretty) {
@@ -67,44 +61,28 @@ absl::Status QmpServer::Listen(const std::string& path, bool pretty) {
     return absl::Status(socket.status().code(),
                         fmt::format("monitor {}", std::string(socket.status().message())));
   }
-  listeners_.push_back({socket->fd(), path, pretty});
-  sockets_.push_back(*std::move(socket));
-  const Listener listener = listeners_.back();
-  absl::Status status =
-      loop_->Add(listener.fd, EPOLLIN, [this, listener](uint32_t) { Accept(listener); });
-  if (!status.ok()) return status;
-  log::Debug("QMP monitor listening on {}", path);
-  return absl::OkStatus();
+  absl::Status status = AddListener(*std::move(socket), pretty);
+  if (status.ok()) log::Debug("QMP monitor listening on {}", path);
+  return status;
 }
 
 absl::Status QmpServer::ListenOnDescriptor(int fd, bool pretty) {
-  std::string name = fmt::format("fd={}", fd);
-  int accepting = 0;
-  socklen_t length = sizeof(accepting);
-  int domain = 0;
-  socklen_t domain_length = sizeof(domain);
-  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &length) != 0 ||
-      ::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &domain_length) != 0) {
-    return absl::InvalidArgumentError(
-        fmt::format("monitor socket {}: not a socket: {}", name, std::strerror(errno)));
+  absl::StatusOr<exports::UnixSocketListener> socket =
+      exports::UnixSocketListener::Adopt(util::UniqueFd(fd), fmt::format("fd={}", fd));
+  if (!socket.ok()) {
+    return absl::Status(socket.status().code(),
+                        fmt::format("monitor {}", std::string(socket.status().message())));
   }
-  if (domain != AF_UNIX || !accepting) {
-    return absl::InvalidArgumentError(fmt::format(
-        "monitor socket {}: not a listening unix socket (bexd takes one that listen() was called "
-        "on)",
-        name));
-  }
-  int flags = ::fcntl(fd, F_GETFL);
-  // accept4() is called until EAGAIN, so the listener must not block; nor pass to children.
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 ||
-      ::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
-    return absl::InvalidArgumentError(
-        fmt::format("monitor socket {}: {}", name, std::strerror(errno)));
-  }
-  passed_sockets_.emplace_back(fd);
-  listeners_.push_back({fd, name, pretty});
-  const Listener listener = listeners_.back();
-  return loop_->Add(fd, EPOLLIN, [this, listener](uint32_t) { Accept(listener); });
+  return AddListener(*std::move(socket), pretty);
+}
+
+absl::Status QmpServer::AddListener(exports::UnixSocketListener socket, bool pretty) {
+  Listener& listener = listeners_.emplace_back(std::move(socket), pretty);
+  Listener* pointer = &listener;
+  absl::Status status =
+      loop_->Add(listener.socket.fd(), EPOLLIN, [this, pointer](uint32_t) { Accept(pointer); });
+  if (!status.ok()) listeners_.pop_back();
+  return status;
 }
 
 absl::Status QmpServer::ServeStdio(bool pretty) {
@@ -138,74 +116,57 @@ absl::Status QmpServer::AddClient(int fd, int out_fd, bool stdio, bool pretty) {
   return absl::OkStatus();
 }
 
-void QmpServer::Accept(const Listener& listener) {
+void QmpServer::Accept(Listener* listener) {
+  const std::string& name = listener->socket.path();
   for (;;) {
-    int fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE) {
-        log::Limited(out_of_descriptors_log, log::Level::kWarn,
-                     "QMP monitor {}: out of file descriptors ({}); refusing new clients",
-                     listener.path, std::strerror(errno));
-        if (RefuseWithSpareDescriptor(listener)) continue;
+    absl::StatusOr<util::UniqueFd> connection = listener->socket.Accept([&](int fd) {
+      Refuse(fd, listener->pretty, "bexd is out of file descriptors; closing the connection");
+    });
+    if (!connection.ok()) {
+      const absl::Status& status = connection.status();
+      if (status.code() == absl::StatusCode::kUnavailable) break;  // none pending
+      if (status.code() == absl::StatusCode::kResourceExhausted) {
+        log::Limited(out_of_descriptors_log, log::Level::kWarn, "QMP monitor: {}",
+                     std::string(status.message()));
+        // Out of descriptors, accept() fails whether or not a client is pending, so go back to
+        // the loop, which calls again while the listener is readable.
         break;
       }
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        log::Limited(accept_log, log::Level::kWarn, "QMP monitor {}: accept: {}", listener.path,
-                     std::strerror(errno));
-      }
+      log::Limited(accept_log, log::Level::kWarn, "QMP monitor: {}", std::string(status.message()));
+      // Out of descriptors with none in reserve: stop polling until a client leaves.
+      if (status.code() == absl::StatusCode::kFailedPrecondition) PauseListeners();
       break;
     }
     if (connected_ >= kMaxClients) {
       log::Limited(refused_log, log::Level::kWarn,
-                   "QMP monitor {}: refused a client: {} clients are connected already",
-                   listener.path, kMaxClients);
-      Refuse(fd, listener.pretty,
+                   "QMP monitor {}: refused a client: {} clients are connected already", name,
+                   kMaxClients);
+      Refuse(connection->get(), listener->pretty,
              fmt::format("too many QMP clients (at most {}); closing the connection", kMaxClients));
       continue;
     }
-    absl::Status status = AddClient(fd, fd, /*stdio=*/false, listener.pretty);
+    const int fd = connection->Release();
+    absl::Status status = AddClient(fd, fd, /*stdio=*/false, listener->pretty);
     if (!status.ok()) {
-      log::Limited(accept_log, log::Level::kWarn, "QMP monitor {}: {}", listener.path,
-                   status.ToString());
+      log::Limited(accept_log, log::Level::kWarn, "QMP monitor {}: {}", name, status.ToString());
       ::close(fd);
       continue;
     }
-    log::Limited(connected_log, log::Level::kDebug, "QMP client connected on {}", listener.path);
+    log::Limited(connected_log, log::Level::kDebug, "QMP client connected on {}", name);
   }
   ForgetDroppedClients();
-}
-
-bool QmpServer::RefuseWithSpareDescriptor(const Listener& listener) {
-  int fd = -1;
-  if (spare_fd_ >= 0) {
-    ::close(spare_fd_);
-    fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd >= 0) {
-      Refuse(fd, listener.pretty, "bexd is out of file descriptors; closing the connection");
-    }
-    spare_fd_ = OpenSpareDescriptor();
-  }
-  if (spare_fd_ < 0) {
-    // Another thread took the descriptor: stop polling the listeners until a client leaves.
-    PauseListeners();
-    return false;
-  }
-  return fd >= 0;
 }
 
 void QmpServer::PauseListeners() {
   if (listeners_paused_) return;
   listeners_paused_ = true;
-  for (const Listener& listener : listeners_) (void)loop_->Modify(listener.fd, 0);
+  for (const Listener& listener : listeners_) (void)loop_->Modify(listener.socket.fd(), 0);
 }
 
 void QmpServer::ResumeListeners() {
   if (!listeners_paused_) return;
-  if (spare_fd_ < 0) spare_fd_ = OpenSpareDescriptor();
-  if (spare_fd_ < 0) return;
   listeners_paused_ = false;
-  for (const Listener& listener : listeners_) (void)loop_->Modify(listener.fd, EPOLLIN);
+  for (const Listener& listener : listeners_) (void)loop_->Modify(listener.socket.fd(), EPOLLIN);
 }
 
 void QmpServer::ForgetDroppedClients() {

@@ -52,8 +52,9 @@ class QmpServer {
 
  private:
   struct Listener {
-    int fd;
-    std::string path;
+    Listener(exports::UnixSocketListener socket, bool pretty)
+        : socket(std::move(socket)), pretty(pretty) {}
+    exports::UnixSocketListener socket;  // its path() names it in log lines ("fd=N" if passed)
     bool pretty;
   };
   struct Client {
@@ -68,12 +69,12 @@ class QmpServer {
     size_t held = 0;  // input.buffered_bytes() + output.size(), as counted in held_bytes_
   };
 
-  void Accept(const Listener& listener);
+  absl::Status AddListener(exports::UnixSocketListener socket, bool pretty);
+  // Accepts every pending connection; out of descriptors, the listener refuses them through its
+  // reserve descriptor (exports::UnixSocketListener::Accept).
+  void Accept(Listener* listener);
   // Adds a connected client, registered with the loop, and greets it.
   absl::Status AddClient(int fd, int out_fd, bool stdio, bool pretty);
-  // Accepts one pending connection with the spare descriptor and refuses it; false if there was
-  // none, or the spare is lost and the listeners are paused instead.
-  bool RefuseWithSpareDescriptor(const Listener& listener);
   void PauseListeners();
   void ResumeListeners();
   void OnClientEvent(Client* client, uint32_t events);
@@ -92,17 +93,13 @@ class QmpServer {
 
   EventLoop* loop_;
   QmpCommands* commands_;
-  std::vector<Listener> listeners_;
-  // Owns the listening sockets of listeners_ (closing them removes their files).
-  std::vector<exports::UnixSocketListener> sockets_;
-  std::vector<util::UniqueFd> passed_sockets_;  // fd=N listeners
+  // Listening sockets (closing them removes the files they bound); a list, as the loop's
+  // callbacks hold pointers to them.
+  std::list<Listener> listeners_;
   std::list<Client> clients_;
-  size_t connected_ = 0;   // clients not dropped yet
-  size_t held_bytes_ = 0;  // the sum of their held bytes
-  // Kept open so that, out of descriptors, a pending connection can still be accepted and
-  // refused, instead of staying readable on the listener and spinning the loop.
-  int spare_fd_ = -1;
-  bool listeners_paused_ = false;  // out of descriptors and without a spare one
+  size_t connected_ = 0;           // clients not dropped yet
+  size_t held_bytes_ = 0;          // the sum of their held bytes
+  bool listeners_paused_ = false;  // out of descriptors, with no reserve to refuse clients
 };
 
 }  // namespace bexd::cli
