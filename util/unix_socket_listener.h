@@ -5,7 +5,8 @@
 // - a socket file that something answers on belongs to a live server and is never replaced;
 // - a socket file nobody answers on (left by a process that is gone) is replaced;
 // - anything else at the path (regular file, directory, symlink, FIFO) is refused and kept;
-// - on close, the file is removed only if the path still names the socket this listener bound.
+// - on close, the file is removed only if the path still names the socket this listener bound
+//   (a socket another process bound and passed, Adopt(), keeps its file).
 // It lives in export/ because the exports need it and cli/ may use export/, not the reverse.
 #pragma once
 
