@@ -71,6 +71,14 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
   daemon.set_export_deleted_callback([&server](const std::string& id) {
     server.Broadcast(QmpEvent("BLOCK_EXPORT_DELETED", {{"id", id}}));
   });
+  // As QEMU: SHUTDOWN when the stop is decided, then every export goes with its
+  // BLOCK_EXPORT_DELETED (for quit, before the command's reply).
+  auto shut_down = [&server, &daemon](std::string_view reason) {
+    NotifyServiceManager("STOPPING=1");
+    server.Broadcast(QmpEvent("SHUTDOWN", {{"guest", false}, {"reason", reason}}));
+    daemon.StopAllExports(/*announce=*/true);
+  };
+  commands.set_quit_callback([&] { shut_down("host-qmp-quit"); });
   // Runs on a queue thread of the export, which Stop() joins: only hand over to the main loop.
   // The loop outlives the daemon, whose destructor joins every export thread.
   daemon.set_export_ended_callback(
@@ -87,13 +95,20 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
   }
   // Monitors first, so that the export checks see their socket paths.
   for (const MonitorSpec& monitor : config.monitors) {
+    if (monitor.path.empty()) continue;  // fd=N or stdio
     absl::Status status = daemon.AddMonitorPath(monitor.path);
     if (!status.ok()) return fail(status);
   }
   absl::Status status = daemon.CheckNewExports(config.exports);
   if (!status.ok()) return fail(status);
   for (const MonitorSpec& monitor : config.monitors) {
-    status = server.Listen(monitor.path, monitor.pretty);
+    if (monitor.stdio) {
+      status = server.ServeStdio(monitor.pretty);
+    } else if (monitor.fd >= 0) {
+      status = server.ListenOnDescriptor(monitor.fd, monitor.pretty);
+    } else {
+      status = server.Listen(monitor.path, monitor.pretty);
+    }
     if (!status.ok()) return fail(status);
   }
   // Exports come last: a failure here stops the ones already started (Daemon's destructor).
@@ -132,10 +147,12 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
       break;
     }
   }
-  if (commands.quit_requested()) log::Info("quit requested over QMP; shutting down");
-  NotifyServiceManager("STOPPING=1");
+  if (commands.quit_requested()) {
+    log::Info("quit requested over QMP; shut down");
+  } else {
+    shut_down("host-signal");
+  }
   server.FlushAll();
-  daemon.StopAllExports();
   loop.Remove(signal_fd->get());
   return status.ok() ? 0 : 1;
 }

@@ -99,12 +99,41 @@ absl::StatusOr<UnixSocketListener> UnixSocketListener::Listen(const std::string&
   return listener;
 }
 
+absl::StatusOr<UnixSocketListener> UnixSocketListener::Adopt(util::UniqueFd fd,
+                                                             const std::string& name) {
+  int accepting = 0;
+  socklen_t length = sizeof(accepting);
+  int domain = 0;
+  socklen_t domain_length = sizeof(domain);
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_ACCEPTCONN, &accepting, &length) != 0 ||
+      ::getsockopt(fd.get(), SOL_SOCKET, SO_DOMAIN, &domain, &domain_length) != 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("socket {}: not a socket: {}", name, std::strerror(errno)));
+  }
+  if (domain != AF_UNIX || !accepting) {
+    return absl::InvalidArgumentError(fmt::format(
+        "socket {}: not a listening unix socket (bexd takes one that listen() was called on)",
+        name));
+  }
+  // Accept() is called until no connection is pending, so it must not block; nor pass to
+  // children.
+  int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK) != 0 ||
+      ::fcntl(fd.get(), F_SETFD, FD_CLOEXEC) != 0) {
+    return absl::InvalidArgumentError(fmt::format("socket {}: {}", name, std::strerror(errno)));
+  }
+  UnixSocketListener listener(name, std::move(fd), 0, 0);
+  listener.owns_file_ = false;
+  return listener;
+}
+
 UnixSocketListener::UnixSocketListener(std::string path, util::UniqueFd fd, dev_t device,
                                        ino_t inode)
     : path_(std::move(path)),
       fd_(std::move(fd)),
       device_(device),
       inode_(inode),
+      owns_file_(true),
       reserve_(OpenReserve()) {}
 
 UnixSocketListener::UnixSocketListener(UnixSocketListener&& other) noexcept
@@ -112,6 +141,7 @@ UnixSocketListener::UnixSocketListener(UnixSocketListener&& other) noexcept
       fd_(std::move(other.fd_)),
       device_(other.device_),
       inode_(other.inode_),
+      owns_file_(other.owns_file_),
       reserve_(std::move(other.reserve_)) {}
 
 UnixSocketListener& UnixSocketListener::operator=(UnixSocketListener&& other) noexcept {
@@ -121,6 +151,7 @@ UnixSocketListener& UnixSocketListener::operator=(UnixSocketListener&& other) no
     fd_ = std::move(other.fd_);
     device_ = other.device_;
     inode_ = other.inode_;
+    owns_file_ = other.owns_file_;
     reserve_ = std::move(other.reserve_);
   }
   return *this;
@@ -160,6 +191,10 @@ UnixSocketListener::~UnixSocketListener() { Close(); }
 
 void UnixSocketListener::Close() {
   if (!fd_) return;
+  if (!owns_file_) {
+    fd_.Reset();
+    return;
+  }
   // Removed while still listening, so no other server can take the path for a stale one and
   // replace it between the check and the unlink.
   struct stat now;

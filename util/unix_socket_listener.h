@@ -5,7 +5,8 @@
 // - a socket file that something answers on belongs to a live server and is never replaced;
 // - a socket file nobody answers on (left by a process that is gone) is replaced;
 // - anything else at the path (regular file, directory, symlink, FIFO) is refused and kept;
-// - on close, the file is removed only if the path still names the socket this listener bound.
+// - on close, the file is removed only if the path still names the socket this listener bound
+//   (a socket another process bound and passed, Adopt(), keeps its file).
 // It lives in export/ because the exports need it and cli/ may use export/, not the reverse.
 #pragma once
 
@@ -24,6 +25,10 @@ class UnixSocketListener {
   // Binds a non-blocking, close-on-exec socket to `path` and listens with `backlog`. Errors name
   // the path and say why.
   static absl::StatusOr<UnixSocketListener> Listen(const std::string& path, int backlog);
+  // Takes over `fd`, a socket another process bound and listened on (QSD's --chardev
+  // socket,fd=N): it must be a listening unix socket; it is made non-blocking and close-on-exec.
+  // Its file belongs to whoever bound it and is left alone. `name` stands for the path in errors.
+  static absl::StatusOr<UnixSocketListener> Adopt(util::UniqueFd fd, const std::string& name);
   UnixSocketListener() = default;  // listens on nothing
   UnixSocketListener(UnixSocketListener&& other) noexcept;
   UnixSocketListener& operator=(UnixSocketListener&& other) noexcept;
@@ -54,6 +59,7 @@ class UnixSocketListener {
   // The socket file bind() created, to recognise it on Close().
   dev_t device_ = 0;
   ino_t inode_ = 0;
+  bool owns_file_ = false;  // bound here (Listen), not adopted
   util::UniqueFd reserve_;  // /dev/null, given up to shed a connection when out of descriptors
 };
 

@@ -14,6 +14,7 @@
 #include "cli/config/json_text.h"
 #include "cli/config/keyval.h"
 #include "cli/config/paths.h"
+#include "cli/config/short_booleans.h"
 
 namespace bexd::cli {
 namespace {
@@ -35,6 +36,13 @@ absl::Status AddItem(CommandLine* command_line, ItemOption* option, std::string_
   std::string where = fmt::format("--{}{}", option->name,
                                   option->count > 1 ? fmt::format(" #{}", option->count) : "");
   bool is_json = value.starts_with("{");
+  std::string expanded;
+  if (!is_json && option->name == "chardev") {
+    std::vector<std::string> warnings;
+    expanded = ExpandShortBooleans(value, &warnings);
+    for (const std::string& warning : warnings) log::Warn("{}", warning);
+    value = expanded;
+  }
   absl::StatusOr<json> object =
       is_json ? ParseJsonText(value) : ParseKeyval(value, option->implied_key);
   absl::Status status = object.ok() ? (command_line->config.*(option->add))(
@@ -141,6 +149,12 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string_view>
   }
   absl::Status status = command_line.config.ResolveMonitors();
   if (!status.ok()) return status;
+  if (command_line.daemonize &&
+      std::any_of(command_line.config.monitors.begin(), command_line.config.monitors.end(),
+                  [](const MonitorSpec& monitor) { return monitor.stdio; })) {
+    return absl::InvalidArgumentError(
+        "--chardev stdio: cannot be used with --daemonize (the daemon's stdio is /dev/null)");
+  }
   if (command_line.demo &&
       (!command_line.config.blockdevs.empty() || !command_line.config.exports.empty())) {
     return absl::InvalidArgumentError(
@@ -177,8 +191,10 @@ virtio-fs guests through vhost-user-fs. Options take QEMU's key=value syntax or 
                                 a secret other options name (rbd's key-secret); data=TEXT
                                 works too, but shows the secret to every local user
   --chardev socket,id=ID,path=SOCKET,server=on,wait=off
-  --monitor chardev=ID | --monitor path=SOCKET[,pretty=on]
-                                QMP control socket (see docs/control.md)
+  --chardev socket,id=ID,fd=N,server=on   a listening unix socket passed as descriptor N
+  --chardev stdio,id=ID                    QMP over stdin and stdout
+  --monitor [chardev=]ID[,id=NAME][,mode=control][,pretty=on] | --monitor path=SOCKET[,pretty=on]
+                                QMP monitor (see docs/control.md)
   --config FILE                 JSON: {"blockdev":[...],"export":[...],"object":[...],
                                 "monitor":{"path":...}}; adds to the command line
   --pidfile FILE                write the pid once exports are up; refuse if a running bexd

@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "cli/config/names.h"
@@ -53,15 +55,31 @@ absl::StatusOr<ChardevSpec> ParseChardev(const nlohmann::json& object, Syntax sy
   ChardevSpec chardev;
   std::string backend;
   reader.RequiredString("backend", &backend);
-  if (reader.ok() && backend != "socket") {
-    reader.Fail("backend", fmt::format("'{}' is not supported (bexd knows socket)", backend));
+  if (reader.ok() && backend != "socket" && backend != "stdio") {
+    reader.Fail("backend",
+                fmt::format("'{}' is not supported (bexd knows socket, stdio)", backend));
   }
   ReadId(reader, &chardev.id);
+  if (backend == "stdio") {
+    chardev.stdio = true;
+    bool signal = true;  // QEMU's: ^C on a terminal stops the daemon; bexd never reads a terminal
+    reader.Bool("signal", &signal);
+    absl::Status status = reader.Finish();
+    if (!status.ok()) return status;
+    return chardev;
+  }
   if (reader.ok() && (reader.Has("host") || reader.Has("port"))) {
     reader.Fail(reader.Has("host") ? "host" : "port",
-                "TCP sockets are not supported; give a unix socket with path=");
+                "TCP sockets are not supported; give a unix socket with path= or fd=");
   }
-  ReadSocketPath(reader, &chardev.path);
+  if (reader.ok() && reader.Has("fd")) {
+    if (reader.Has("path")) reader.Fail("fd", "give either path= or fd=, not both");
+    uint64_t fd = 0;
+    reader.Integer("fd", &fd, 0, std::numeric_limits<int>::max());
+    chardev.fd = static_cast<int>(fd);
+  } else {
+    ReadSocketPath(reader, &chardev.path);
+  }
   bool server = false;
   reader.Bool("server", &server);
   if (reader.ok() && !server) reader.Fail("server", "must be on (bexd listens, never connects)");
@@ -87,6 +105,10 @@ absl::StatusOr<MonitorSpec> ParseMonitor(const nlohmann::json& object, Syntax sy
     reader.RequiredString("chardev", &monitor.chardev);
   } else {
     ReadSocketPath(reader, &monitor.path);
+  }
+  if (reader.ok() && reader.Has("id")) {
+    std::string id;  // QEMU names the monitor with it; nothing refers to it here
+    ReadId(reader, &id);
   }
   std::string mode = "control";
   reader.String("mode", &mode);

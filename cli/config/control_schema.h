@@ -18,15 +18,20 @@ absl::StatusOr<std::string> ParseIothreadObject(const nlohmann::json& object, Sy
 
 struct ChardevSpec {
   std::string id;
-  std::string path;  // the unix socket bexd listens on
+  std::string path;    // the unix socket bexd listens on, or
+  int fd = -1;         // a listening socket bexd was given (fd=N), or
+  bool stdio = false;  // QMP over the daemon's stdin and stdout
 };
-// --chardev socket,id=ID,path=PATH,server=on,wait=off
+// --chardev socket,id=ID,path=PATH,server=on,wait=off, --chardev socket,id=ID,fd=N,server=on,
+// --chardev stdio,id=ID
 absl::StatusOr<ChardevSpec> ParseChardev(const nlohmann::json& object, Syntax syntax,
                                          const std::string& path = "");
 
 struct MonitorSpec {
   std::string chardev;  // set for chardev=ID, resolved once every --chardev is known
   std::string path;     // set for path=SOCKET (and after resolution)
+  int fd = -1;          // after resolution: the chardev's fd=N
+  bool stdio = false;   // after resolution: a stdio chardev
   bool pretty = false;  // replies indented over several lines, as QEMU's pretty=on
 };
 // --monitor path=SOCKET or --monitor chardev=ID, with optional mode=control and pretty=on|off.

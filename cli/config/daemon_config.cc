@@ -61,6 +61,10 @@ absl::Status DaemonConfig::AddChardev(const json& object, Syntax syntax, const s
   if (!chardev.ok()) return chardev.status();
   for (const ChardevSpec& existing : chardevs) {
     if (existing.id == chardev->id) return DuplicateId(path, chardev->id);
+    if (existing.stdio && chardev->stdio) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}cannot use stdio by multiple character devices", path.empty() ? "" : path + ": "));
+    }
   }
   chardevs.push_back(*std::move(chardev));
   return absl::OkStatus();
@@ -117,8 +121,14 @@ absl::Status DaemonConfig::AddConfigFile(const json& document) {
 }
 
 absl::Status DaemonConfig::ResolveMonitors() {
+  std::vector<std::string> used;
   for (MonitorSpec& monitor : monitors) {
     if (monitor.chardev.empty()) continue;
+    if (std::find(used.begin(), used.end(), monitor.chardev) != used.end()) {
+      return absl::InvalidArgumentError(
+          fmt::format("--monitor: chardev: Device '{}' is in use", monitor.chardev));
+    }
+    used.push_back(monitor.chardev);
     const ChardevSpec* found = nullptr;
     for (const ChardevSpec& chardev : chardevs) {
       if (chardev.id == monitor.chardev) found = &chardev;
@@ -128,6 +138,8 @@ absl::Status DaemonConfig::ResolveMonitors() {
           fmt::format("--monitor: chardev: '{}' does not name a --chardev", monitor.chardev));
     }
     monitor.path = found->path;
+    monitor.fd = found->fd;
+    monitor.stdio = found->stdio;
   }
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "block/file_node.h"
+#include "block/options.h"
 #include "block/qcow2/backing_name.h"
 #include "block/qcow2/node.h"
 
@@ -103,8 +104,10 @@ json DeviceInfo(const BlockGraph& graph, const BlockGraph::Entry& entry, bool fl
       {"ro", node.read_only()},
       {"file", Filename(graph, entry)},
       {"backing_file_depth", depth},
+      // QEMU 10.0's: false only for nodes block-set-active deactivated, which bexd lacks.
+      {"active", true},
       {"encrypted", false},
-      {"detect_zeroes", "off"},
+      {"detect_zeroes", block::DetectZeroesName(node.detect_zeroes())},
       {"bps", 0},
       {"bps_rd", 0},
       {"bps_wr", 0},

@@ -77,7 +77,7 @@ void Accumulate(const fuse::QueueStatsSnapshot& queue, fuse::QueueStatsSnapshot*
 
 Daemon::Daemon(std::vector<std::string> iothreads) : iothreads_(std::move(iothreads)) {}
 
-Daemon::~Daemon() { StopAllExports(); }
+Daemon::~Daemon() { StopAllExports(/*announce=*/false); }
 
 const Daemon::LiveExport* Daemon::FindExport(std::string_view id) const {
   for (const LiveExport& live : exports_) {
@@ -184,7 +184,7 @@ absl::Status Daemon::DeleteExport(std::string_view id, ExportDeleteMode mode) {
   auto it = std::find_if(exports_.begin(), exports_.end(),
                          [&](const LiveExport& live) { return live.spec.options.id == id; });
   if (it == exports_.end()) {
-    return absl::NotFoundError(fmt::format("export '{}' not found", id));
+    return absl::NotFoundError(fmt::format("Export '{}' is not found", id));
   }
   // An ended export keeps counting the files open when its connection went, and none of them
   // can reach it any more.
@@ -224,12 +224,58 @@ std::vector<Daemon::LiveExport>::iterator Daemon::RemoveExport(
   return it;
 }
 
-void Daemon::StopAllExports() {
+void Daemon::StopAllExports(bool announce) {
   while (!exports_.empty()) {
     std::string id = exports_.back().spec.options.id;
     RemoveExport(exports_.end() - 1);
     log::Debug("export '{}' stopped", id);
+    if (announce && export_deleted_) export_deleted_(id);
   }
+}
+
+absl::Status Daemon::AddIothread(const std::string& id) {
+  if (std::find(iothreads_.begin(), iothreads_.end(), id) != iothreads_.end()) {
+    // QEMU's words: the object would be a second child of the same name in /objects.
+    return absl::AlreadyExistsError(
+        fmt::format("attempt to add duplicate property '{}' to object (type 'container')", id));
+  }
+  iothreads_.push_back(id);
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::DeleteIothread(std::string_view id) {
+  auto it = std::find(iothreads_.begin(), iothreads_.end(), id);
+  if (it == iothreads_.end()) {
+    return absl::NotFoundError(fmt::format("object '{}' not found", id));
+  }
+  for (const LiveExport& live : exports_) {
+    if (std::find(live.spec.iothreads.begin(), live.spec.iothreads.end(), id) !=
+        live.spec.iothreads.end()) {
+      return absl::FailedPreconditionError(fmt::format(
+          "object '{}' can't be deleted: export '{}' runs in it", id, live.spec.options.id));
+    }
+  }
+  iothreads_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::ResizeNode(std::string_view node_name, int64_t size) {
+  const block::BlockGraph::Entry* entry = graph_.Find(node_name);
+  if (entry == nullptr) {
+    return absl::NotFoundError(fmt::format("Cannot find device='' nor node-name='{}'", node_name));
+  }
+  if (size < 0) {
+    return absl::InvalidArgumentError("Parameter 'size' expects a >0 size");
+  }
+  if (entry->node->read_only()) {
+    return absl::FailedPreconditionError(fmt::format("Node '{}' is read only", node_name));
+  }
+  absl::Status status = entry->node->Truncate(static_cast<uint64_t>(size));
+  if (!status.ok()) {
+    return absl::Status(status.code(), fmt::format("Failed to resize node '{}': {}", node_name,
+                                                   std::string(status.message())));
+  }
+  return absl::OkStatus();
 }
 
 json Daemon::NamedBlockNodes(bool flat) const { return NamedBlockNodesJson(graph_, flat); }

@@ -42,6 +42,15 @@ class Daemon {
   // QEMU's blockdev-del: refused while an export serves the node or another node uses it.
   absl::Status DeleteBlockdev(std::string_view node_name);
 
+  // object-add/object-del of an iothread: a name exports may give as iothread=. Deleting one that
+  // a running export names is refused (QEMU would let it go).
+  absl::Status AddIothread(const std::string& id);
+  absl::Status DeleteIothread(std::string_view id);
+  const std::vector<std::string>& iothreads() const { return iothreads_; }
+
+  // block_resize: truncates or grows the node to `size` bytes.
+  absl::Status ResizeNode(std::string_view node_name, int64_t size);
+
   // Records the socket path of a QMP monitor, so no export or other monitor may use it. Refuses
   // a path that an export or another monitor uses already.
   absl::Status AddMonitorPath(const std::string& path);
@@ -54,8 +63,9 @@ class Daemon {
   absl::Status DeleteExport(std::string_view id, ExportDeleteMode mode);
   // Stops and forgets every export that ended on its own, announcing each as DeleteExport does.
   void RemoveEndedExports();
-  // Stops every export, newest first (drain, flush, unmount), then forgets them.
-  void StopAllExports();
+  // Stops every export, newest first (drain, flush, unmount), then forgets them; with
+  // `announce`, each as DeleteExport does (QSD's BLOCK_EXPORT_DELETED at quit and on signals).
+  void StopAllExports(bool announce);
 
   // QMP's query-named-block-nodes, query-block-exports and x-query-export-stats results.
   nlohmann::json NamedBlockNodes(bool flat) const;

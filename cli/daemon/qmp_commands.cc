@@ -2,16 +2,21 @@
 #include "cli/daemon/qmp_commands.h"
 
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <absl/status/statusor.h>
 #include <fmt/format.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "cli/config/blockdev_schema.h"
+#include "cli/config/control_schema.h"
 #include "cli/config/export_schema.h"
+#include "cli/config/json_text.h"
 #include "cli/config/option_reader.h"
+#include "cli/daemon/qmp_schema.h"
 
 namespace bexd::cli {
 namespace {
@@ -93,6 +98,65 @@ absl::StatusOr<json> QueryExportStats(Daemon& daemon, const json& arguments) {
   return daemon.ExportStats(arguments.contains("id") ? std::optional(id) : std::nullopt);
 }
 
+absl::StatusOr<json> ObjectAdd(Daemon& daemon, const json& arguments) {
+  if (arguments.is_object() && arguments.value("qom-type", json()) != "iothread") {
+    // Secrets are read once at start-up, before any node opens (docs/control.md).
+    return absl::InvalidArgumentError(
+        fmt::format("qom-type: {} cannot be added at run time (object-add takes iothread objects)",
+                    DumpJson(arguments.value("qom-type", json()))));
+  }
+  absl::StatusOr<std::string> id = ParseIothreadObject(arguments, Syntax::kJson);
+  if (!id.ok()) return id.status();
+  absl::Status status = daemon.AddIothread(*id);
+  if (!status.ok()) return status;
+  return json::object();
+}
+
+absl::StatusOr<json> ObjectDel(Daemon& daemon, const json& arguments) {
+  std::string id;
+  absl::Status status =
+      ReadArguments(arguments, [&](OptionReader& reader) { reader.RequiredString("id", &id); });
+  if (status.ok()) status = daemon.DeleteIothread(id);
+  if (!status.ok()) return status;
+  return json::object();
+}
+
+absl::StatusOr<json> QueryIothreads(Daemon& daemon, const json& arguments) {
+  absl::Status status = ReadArguments(arguments, [](OptionReader&) {});
+  if (!status.ok()) return status;
+  json iothreads = json::array();
+  for (const std::string& id : daemon.iothreads()) {
+    // An iothread object is only a name here: the threads belong to the exports that name it
+    // (one per queue), so thread-id is the daemon's main thread. QEMU's polling defaults.
+    iothreads.push_back({{"id", id},
+                         {"thread-id", ::getpid()},
+                         {"poll-max-ns", 32768},
+                         {"poll-grow", 0},
+                         {"poll-shrink", 0},
+                         {"aio-max-batch", 0}});
+  }
+  return iothreads;
+}
+
+// block_resize and block-resize: QEMU's device or node-name, and size.
+absl::StatusOr<json> BlockResize(Daemon& daemon, const json& arguments) {
+  std::string device;
+  std::string node_name;
+  uint64_t size = 0;
+  absl::Status status = ReadArguments(arguments, [&](OptionReader& reader) {
+    reader.String("device", &device);
+    reader.String("node-name", &node_name);
+    if (reader.ok() && !reader.Has("size")) reader.Fail("size", "missing");
+    reader.Integer("size", &size, 0, std::numeric_limits<int64_t>::max());
+  });
+  if (!status.ok()) return status;
+  // bexd has no block backends: a device name is a node name, as QSD's devices are nodes.
+  std::string name = node_name.empty() ? device : node_name;
+  status = daemon.ResizeNode(name, static_cast<int64_t>(size));
+  if (!status.ok()) return status;
+  return json::object();
+}
+
 absl::StatusOr<json> QueryVersion(Daemon&, const json& arguments) {
   absl::Status status = ReadArguments(arguments, [](OptionReader&) {});
   if (!status.ok()) return status;
@@ -109,6 +173,17 @@ const std::vector<CommandEntry>& Commands() {
       {"query-block-exports", QueryBlockExports},
       {"x-query-export-stats", QueryExportStats},
       {"query-version", QueryVersion},
+      {"object-add", ObjectAdd},
+      {"object-del", ObjectDel},
+      {"query-iothreads", QueryIothreads},
+      {"block_resize", BlockResize},
+      {"block-resize", BlockResize},
+      {"query-qmp-schema",
+       [](Daemon&, const json& arguments) -> absl::StatusOr<json> {
+         absl::Status status = ReadArguments(arguments, [](OptionReader&) {});
+         if (!status.ok()) return status;
+         return QmpSchema();
+       }},
   };
   return *commands;
 }
@@ -116,13 +191,12 @@ const std::vector<CommandEntry>& Commands() {
 }  // namespace
 
 json QmpGreeting() {
-  int major = 0, minor = 0, micro = 0;
-  std::sscanf(BEXD_VERSION, "%d.%d.%d", &major, &minor, &micro);
-  return {{"QMP",
-           {{"version",
-             {{"qemu", {{"micro", micro}, {"minor", minor}, {"major", major}}},
-              {"package", fmt::format("bexd {}", BEXD_VERSION)}}},
-            {"capabilities", json::array()}}}};
+  return {
+      {"QMP",
+       {{"version",
+         {{"qemu", {{"major", kQemuLevel[0]}, {"minor", kQemuLevel[1]}, {"micro", kQemuLevel[2]}}},
+          {"package", fmt::format("bexd {}", BEXD_VERSION)}}},
+        {"capabilities", json::array()}}}};
 }
 
 json QmpEvent(std::string_view name, json data) {
@@ -190,6 +264,7 @@ json QmpCommands::Execute(std::string_view command, const json& arguments, bool*
     absl::Status status = ReadArguments(arguments, [](OptionReader&) {});
     if (!status.ok()) return QmpError("GenericError", std::string(status.message()));
     quit_requested_ = true;
+    if (on_quit_) on_quit_();
     return {{"return", json::object()}};
   }
   if (command == "query-commands") {
@@ -206,8 +281,8 @@ json QmpCommands::Execute(std::string_view command, const json& arguments, bool*
     if (!result.ok()) return QmpError("GenericError", std::string(result.status().message()));
     return {{"return", *std::move(result)}};
   }
-  return QmpError("CommandNotFound",
-                  fmt::format("The command {} has not been found", OptionReader::Quote(command)));
+  // QEMU's words, the name unquoted (human-monitor-command, which QSD lacks too, gets this).
+  return QmpError("CommandNotFound", fmt::format("The command {} has not been found", command));
 }
 
 }  // namespace bexd::cli

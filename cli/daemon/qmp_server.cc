@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "cli/daemon/qmp_server.h"
 
-#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include <cstring>
 
 #include "cli/config/json_text.h"
+#include "cli/daemon/qmp_text.h"
 #include "util/log.h"
 #include "util/rate_limit.h"
 
@@ -31,32 +31,27 @@ log::RateLimit refused_log;
 log::RateLimit accept_log;
 log::RateLimit out_of_descriptors_log;
 
-int OpenSpareDescriptor() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
-
-// Sends one error line to a connection that will not be served and closes it; the socket is new,
-// so the line fits in its buffer.
+// Sends one error line to a connection that will not be served (its owner closes it); the socket
+// is new, so the line fits in its buffer.
 void Refuse(int fd, bool pretty, std::string_view desc) {
-  std::string line = DumpJson(QmpError("GenericError", desc), pretty) + "\r\n";
+  std::string line = QmpText(QmpError("GenericError", desc), pretty) + "\r\n";
   [[maybe_unused]] ssize_t n = ::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  ::close(fd);
 }
 
 }  // namespace
 
-QmpServer::QmpServer(EventLoop* loop, QmpCommands* commands)
-    : loop_(loop), commands_(commands), spare_fd_(OpenSpareDescriptor()) {}
+QmpServer::QmpServer(EventLoop* loop, QmpCommands* commands) : loop_(loop), commands_(commands) {}
 
 QmpServer::~QmpServer() {
   for (Client& client : clients_) {
     if (client.fd >= 0) {
       loop_->Remove(client.fd);
-      ::close(client.fd);
+      if (!client.stdio) ::close(client.fd);
     }
   }
   for (const Listener& listener : listeners_) {
-    loop_->Remove(listener.fd);
+    loop_->Remove(listener.socket.fd());
   }
-  if (spare_fd_ >= 0) ::close(spare_fd_);
 }
 
 absl::Status QmpServer::Listen(const std::string& path, bool pretty) {
@@ -66,95 +61,112 @@ absl::Status QmpServer::Listen(const std::string& path, bool pretty) {
     return absl::Status(socket.status().code(),
                         fmt::format("monitor {}", std::string(socket.status().message())));
   }
-  listeners_.push_back({socket->fd(), path, pretty});
-  sockets_.push_back(*std::move(socket));
-  const Listener listener = listeners_.back();
+  absl::Status status = AddListener(*std::move(socket), pretty);
+  if (status.ok()) log::Debug("QMP monitor listening on {}", path);
+  return status;
+}
+
+absl::Status QmpServer::ListenOnDescriptor(int fd, bool pretty) {
+  absl::StatusOr<exports::UnixSocketListener> socket =
+      exports::UnixSocketListener::Adopt(util::UniqueFd(fd), fmt::format("fd={}", fd));
+  if (!socket.ok()) {
+    return absl::Status(socket.status().code(),
+                        fmt::format("monitor {}", std::string(socket.status().message())));
+  }
+  return AddListener(*std::move(socket), pretty);
+}
+
+absl::Status QmpServer::AddListener(exports::UnixSocketListener socket, bool pretty) {
+  Listener& listener = listeners_.emplace_back(std::move(socket), pretty);
+  Listener* pointer = &listener;
   absl::Status status =
-      loop_->Add(listener.fd, EPOLLIN, [this, listener](uint32_t) { Accept(listener); });
-  if (!status.ok()) return status;
-  log::Debug("QMP monitor listening on {}", path);
+      loop_->Add(listener.socket.fd(), EPOLLIN, [this, pointer](uint32_t) { Accept(pointer); });
+  if (!status.ok()) listeners_.pop_back();
+  return status;
+}
+
+absl::Status QmpServer::ServeStdio(bool pretty) {
+  absl::Status status = AddClient(STDIN_FILENO, STDOUT_FILENO, /*stdio=*/true, pretty);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--chardev stdio: stdin cannot be watched ({}); give a pipe, socket or terminal",
+        std::string(status.message())));
+  }
   return absl::OkStatus();
 }
 
-void QmpServer::Accept(const Listener& listener) {
+absl::Status QmpServer::AddClient(int fd, int out_fd, bool stdio, bool pretty) {
+  Client& client = clients_.emplace_back();
+  client.fd = fd;
+  client.out_fd = out_fd;
+  client.stdio = stdio;
+  client.pretty = pretty;
+  Client* pointer = &client;
+  absl::Status status = loop_->Add(fd, kReadEvents, [this, pointer](uint32_t events) {
+    OnClientEvent(pointer, events);
+    EnforceHeldLimit();
+    ForgetDroppedClients();
+  });
+  if (!status.ok()) {
+    clients_.pop_back();
+    return status;
+  }
+  ++connected_;
+  Send(&client, QmpGreeting());
+  return absl::OkStatus();
+}
+
+void QmpServer::Accept(Listener* listener) {
+  const std::string& name = listener->socket.path();
   for (;;) {
-    int fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE) {
-        log::Limited(out_of_descriptors_log, log::Level::kWarn,
-                     "QMP monitor {}: out of file descriptors ({}); refusing new clients",
-                     listener.path, std::strerror(errno));
-        if (RefuseWithSpareDescriptor(listener)) continue;
+    absl::StatusOr<util::UniqueFd> connection = listener->socket.Accept([&](int fd) {
+      Refuse(fd, listener->pretty, "bexd is out of file descriptors; closing the connection");
+    });
+    if (!connection.ok()) {
+      const absl::Status& status = connection.status();
+      if (status.code() == absl::StatusCode::kUnavailable) break;  // none pending
+      if (status.code() == absl::StatusCode::kResourceExhausted) {
+        log::Limited(out_of_descriptors_log, log::Level::kWarn, "QMP monitor: {}",
+                     std::string(status.message()));
+        // Out of descriptors, accept() fails whether or not a client is pending, so go back to
+        // the loop, which calls again while the listener is readable.
         break;
       }
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        log::Limited(accept_log, log::Level::kWarn, "QMP monitor {}: accept: {}", listener.path,
-                     std::strerror(errno));
-      }
+      log::Limited(accept_log, log::Level::kWarn, "QMP monitor: {}", std::string(status.message()));
+      // Out of descriptors with none in reserve: stop polling until a client leaves.
+      if (status.code() == absl::StatusCode::kFailedPrecondition) PauseListeners();
       break;
     }
     if (connected_ >= kMaxClients) {
       log::Limited(refused_log, log::Level::kWarn,
-                   "QMP monitor {}: refused a client: {} clients are connected already",
-                   listener.path, kMaxClients);
-      Refuse(fd, listener.pretty,
+                   "QMP monitor {}: refused a client: {} clients are connected already", name,
+                   kMaxClients);
+      Refuse(connection->get(), listener->pretty,
              fmt::format("too many QMP clients (at most {}); closing the connection", kMaxClients));
       continue;
     }
-    Client& client = clients_.emplace_back();
-    client.fd = fd;
-    client.pretty = listener.pretty;
-    Client* pointer = &client;
-    absl::Status status = loop_->Add(fd, kReadEvents, [this, pointer](uint32_t events) {
-      OnClientEvent(pointer, events);
-      EnforceHeldLimit();
-      ForgetDroppedClients();
-    });
+    const int fd = connection->Release();
+    absl::Status status = AddClient(fd, fd, /*stdio=*/false, listener->pretty);
     if (!status.ok()) {
-      log::Limited(accept_log, log::Level::kWarn, "QMP monitor {}: {}", listener.path,
-                   status.ToString());
+      log::Limited(accept_log, log::Level::kWarn, "QMP monitor {}: {}", name, status.ToString());
       ::close(fd);
-      clients_.pop_back();
       continue;
     }
-    ++connected_;
-    log::Limited(connected_log, log::Level::kDebug, "QMP client connected on {}", listener.path);
-    Send(&client, QmpGreeting());
+    log::Limited(connected_log, log::Level::kDebug, "QMP client connected on {}", name);
   }
   ForgetDroppedClients();
-}
-
-bool QmpServer::RefuseWithSpareDescriptor(const Listener& listener) {
-  int fd = -1;
-  if (spare_fd_ >= 0) {
-    ::close(spare_fd_);
-    fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd >= 0) {
-      Refuse(fd, listener.pretty, "bexd is out of file descriptors; closing the connection");
-    }
-    spare_fd_ = OpenSpareDescriptor();
-  }
-  if (spare_fd_ < 0) {
-    // Another thread took the descriptor: stop polling the listeners until a client leaves.
-    PauseListeners();
-    return false;
-  }
-  return fd >= 0;
 }
 
 void QmpServer::PauseListeners() {
   if (listeners_paused_) return;
   listeners_paused_ = true;
-  for (const Listener& listener : listeners_) (void)loop_->Modify(listener.fd, 0);
+  for (const Listener& listener : listeners_) (void)loop_->Modify(listener.socket.fd(), 0);
 }
 
 void QmpServer::ResumeListeners() {
   if (!listeners_paused_) return;
-  if (spare_fd_ < 0) spare_fd_ = OpenSpareDescriptor();
-  if (spare_fd_ < 0) return;
   listeners_paused_ = false;
-  for (const Listener& listener : listeners_) (void)loop_->Modify(listener.fd, EPOLLIN);
+  for (const Listener& listener : listeners_) (void)loop_->Modify(listener.socket.fd(), EPOLLIN);
 }
 
 void QmpServer::ForgetDroppedClients() {
@@ -175,6 +187,7 @@ void QmpServer::OnClientEvent(Client* client, uint32_t events) {
       client->input.Append(std::string_view(buffer, n));
       HandleInput(client);
       total += n;
+      if (client->stdio) break;  // stdin blocks: read again when epoll says so
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -205,15 +218,17 @@ void QmpServer::HandleInput(Client* client) {
 
 void QmpServer::Send(Client* client, const nlohmann::json& message) {
   if (client->fd < 0) return;
-  client->output += DumpJson(message, client->pretty);
+  client->output += QmpText(message, client->pretty);
   client->output += "\r\n";
   Flush(client);
 }
 
 bool QmpServer::Flush(Client* client) {
   while (!client->output.empty()) {
-    ssize_t n = ::send(client->fd, client->output.data(), client->output.size(),
-                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = client->stdio
+                    ? ::write(client->out_fd, client->output.data(), client->output.size())
+                    : ::send(client->fd, client->output.data(), client->output.size(),
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       client->output.erase(0, n);
       continue;
@@ -271,7 +286,7 @@ void QmpServer::EnforceHeldLimit() {
 void QmpServer::Drop(Client* client, std::string_view reason) {
   log::Limited(dropped_log, log::Level::kDebug, "QMP client dropped: {}", reason);
   loop_->Remove(client->fd);
-  ::close(client->fd);
+  if (!client->stdio) ::close(client->fd);
   client->fd = -1;
   client->output.clear();
   client->input = JsonStream(kMaxRequestBytes);

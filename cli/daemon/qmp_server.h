@@ -14,6 +14,7 @@
 #include "cli/config/json_stream.h"
 #include "cli/daemon/event_loop.h"
 #include "cli/daemon/qmp_commands.h"
+#include "util/unique_fd.h"
 #include "util/unix_socket_listener.h"
 
 namespace bexd::cli {
@@ -38,6 +39,12 @@ class QmpServer {
   // Listens on a unix socket at `path`, by exports::UnixSocketListener's rules: a stale socket file
   // there is replaced; a live one, or any other file, is an error.
   absl::Status Listen(const std::string& path, bool pretty);
+  // Listens on `fd`, a listening unix socket bexd was given (--chardev socket,fd=N); takes it
+  // over and closes it at the end.
+  absl::Status ListenOnDescriptor(int fd, bool pretty);
+  // Serves one client on stdin and stdout (--chardev stdio): greeted at once; its end of input
+  // ends the client, not the daemon, as in QSD. Output is written blocking, in order.
+  absl::Status ServeStdio(bool pretty);
   // Sends `event` to every client past capabilities negotiation.
   void Broadcast(const nlohmann::json& event);
   // Tries once more to send pending replies (e.g. the reply to "quit") before shutting down.
@@ -45,12 +52,15 @@ class QmpServer {
 
  private:
   struct Listener {
-    int fd;
-    std::string path;
+    Listener(exports::UnixSocketListener socket, bool pretty)
+        : socket(std::move(socket)), pretty(pretty) {}
+    exports::UnixSocketListener socket;  // its path() names it in log lines ("fd=N" if passed)
     bool pretty;
   };
   struct Client {
-    int fd;
+    int fd;      // read from; for a socket also written to
+    int out_fd;  // written to: fd, or stdout
+    bool stdio;  // fd is stdin: neither a socket nor ours to close
     bool pretty;
     bool negotiated = false;
     bool want_write = false;
@@ -59,10 +69,12 @@ class QmpServer {
     size_t held = 0;  // input.buffered_bytes() + output.size(), as counted in held_bytes_
   };
 
-  void Accept(const Listener& listener);
-  // Accepts one pending connection with the spare descriptor and refuses it; false if there was
-  // none, or the spare is lost and the listeners are paused instead.
-  bool RefuseWithSpareDescriptor(const Listener& listener);
+  absl::Status AddListener(exports::UnixSocketListener socket, bool pretty);
+  // Accepts every pending connection; out of descriptors, the listener refuses them through its
+  // reserve descriptor (exports::UnixSocketListener::Accept).
+  void Accept(Listener* listener);
+  // Adds a connected client, registered with the loop, and greets it.
+  absl::Status AddClient(int fd, int out_fd, bool stdio, bool pretty);
   void PauseListeners();
   void ResumeListeners();
   void OnClientEvent(Client* client, uint32_t events);
@@ -81,16 +93,13 @@ class QmpServer {
 
   EventLoop* loop_;
   QmpCommands* commands_;
-  std::vector<Listener> listeners_;
-  // Owns the listening sockets of listeners_ (closing them removes their files).
-  std::vector<exports::UnixSocketListener> sockets_;
+  // Listening sockets (closing them removes the files they bound); a list, as the loop's
+  // callbacks hold pointers to them.
+  std::list<Listener> listeners_;
   std::list<Client> clients_;
-  size_t connected_ = 0;   // clients not dropped yet
-  size_t held_bytes_ = 0;  // the sum of their held bytes
-  // Kept open so that, out of descriptors, a pending connection can still be accepted and
-  // refused, instead of staying readable on the listener and spinning the loop.
-  int spare_fd_ = -1;
-  bool listeners_paused_ = false;  // out of descriptors and without a spare one
+  size_t connected_ = 0;           // clients not dropped yet
+  size_t held_bytes_ = 0;          // the sum of their held bytes
+  bool listeners_paused_ = false;  // out of descriptors, with no reserve to refuse clients
 };
 
 }  // namespace bexd::cli

@@ -155,12 +155,16 @@ bool WaitFor(Condition condition, std::chrono::milliseconds timeout = std::chron
 // test ends.
 class BexdDaemon {
  public:
-  explicit BexdDaemon(const std::vector<std::string>& args, const std::string& log_path) {
+  // stdout goes to the log too, unless `stdout_fd` is given; stdin is the test's unless
+  // `stdin_fd` is given (--chardev stdio).
+  explicit BexdDaemon(const std::vector<std::string>& args, const std::string& log_path,
+                      int stdin_fd = -1, int stdout_fd = -1) {
     std::vector<char*> argv = Argv(args);
     pid_ = ::fork();
     if (pid_ == 0) {
       int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(log, STDOUT_FILENO);
+      if (stdin_fd >= 0) ::dup2(stdin_fd, STDIN_FILENO);
+      ::dup2(stdout_fd >= 0 ? stdout_fd : log, STDOUT_FILENO);
       ::dup2(log, STDERR_FILENO);
       ::execv(BEXD_BINARY, argv.data());
       ::_exit(127);

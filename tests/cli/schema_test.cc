@@ -406,8 +406,13 @@ TEST(ControlSchemaTest, Errors) {
   EXPECT_EQ(chardev_error("socket,id=m,path=/s,server=off"),
             "server: must be on (bexd listens, never connects)");
   EXPECT_EQ(chardev_error("socket,id=m,host=localhost,port=4444,server=on"),
-            "host: TCP sockets are not supported; give a unix socket with path=");
-  EXPECT_EQ(chardev_error("stdio,id=m"), "backend: 'stdio' is not supported (bexd knows socket)");
+            "host: TCP sockets are not supported; give a unix socket with path= or fd=");
+  EXPECT_EQ(chardev_error("file,id=m,path=/s"),
+            "backend: 'file' is not supported (bexd knows socket, stdio)");
+  EXPECT_EQ(chardev_error("socket,id=m,fd=3,path=/s,server=on"),
+            "fd: give either path= or fd=, not both");
+  EXPECT_EQ(chardev_error("stdio,id=m"), "");
+  EXPECT_EQ(chardev_error("stdio,id=m,signal=off"), "");
   auto monitor_error = [](std::string_view text) {
     absl::StatusOr<MonitorSpec> monitor = ParseMonitor(Keyval(text, "chardev"), Syntax::kKeyval);
     return monitor.ok() ? std::string() : std::string(monitor.status().message());

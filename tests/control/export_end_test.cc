@@ -130,7 +130,7 @@ TEST_F(ControlTest, DeleteRacingTheEndAnnouncesItOnce) {
     json reply = client->Execute("block-export-del", {{"id", "racer"}, {"mode", "hard"}});
     // If the end was handled first the id is gone already.
     if (!reply.contains("return")) {
-      EXPECT_EQ(ErrorDesc(reply), "export 'racer' not found");
+      EXPECT_EQ(ErrorDesc(reply), "Export 'racer' is not found");
     }
     ExpectDeletedOnce(*watcher, "racer");
   }

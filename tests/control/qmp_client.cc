@@ -29,25 +29,38 @@ QmpClient::QmpClient(const std::string& socket_path, std::chrono::milliseconds t
   }
 }
 
+QmpClient::QmpClient(int read_fd, int write_fd) : fd_(read_fd), write_fd_(write_fd) {}
+
 QmpClient::~QmpClient() {
   if (fd_ >= 0) ::close(fd_);
+  if (write_fd_ >= 0) ::close(write_fd_);
 }
 
 void QmpClient::SendRaw(std::string_view bytes) {
   while (!bytes.empty()) {
-    ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    ssize_t n = write_fd_ >= 0 ? ::write(write_fd_, bytes.data(), bytes.size())
+                               : ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     if (n <= 0) return;
     bytes.remove_prefix(n);
   }
 }
 
 std::optional<json> QmpClient::ReadMessage(std::chrono::milliseconds timeout) {
+  std::optional<std::string> text = ReadRawMessage(timeout);
+  if (!text) return std::nullopt;
+  return json::parse(*text);
+}
+
+std::optional<std::string> QmpClient::ReadRawMessage(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    if (size_t end = buffer_.find("\r\n"); end != std::string::npos) {
-      std::string line = buffer_.substr(0, end);
+    // A message ends at the first line end where what came before is a whole JSON value.
+    for (size_t end = buffer_.find("\r\n"); end != std::string::npos;
+         end = buffer_.find("\r\n", end + 2)) {
+      if (!json::accept(buffer_.substr(0, end))) continue;
+      std::string message = buffer_.substr(0, end + 2);
       buffer_.erase(0, end + 2);
-      return json::parse(line);
+      return message;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());

@@ -17,6 +17,8 @@ class QmpClient {
   // Connects, retrying until the socket accepts (up to `timeout`); check connected().
   explicit QmpClient(const std::string& socket_path,
                      std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  // Talks to a bexd whose stdin is `write_fd` and stdout `read_fd` (--chardev stdio); takes both.
+  QmpClient(int read_fd, int write_fd);
   ~QmpClient();
   QmpClient(const QmpClient&) = delete;
   QmpClient& operator=(const QmpClient&) = delete;
@@ -30,6 +32,10 @@ class QmpClient {
   void SendRaw(std::string_view bytes);
   // The next message that is not an event; null on timeout or end of stream.
   nlohmann::json ReadReply();
+  // The next message of any kind exactly as sent, its final "\r\n" included (a pretty message
+  // spans several lines); nullopt on timeout or end of stream.
+  std::optional<std::string> ReadRawMessage(
+      std::chrono::milliseconds timeout = std::chrono::seconds(60));
   // The next message of any kind; nullopt on timeout or end of stream.
   std::optional<nlohmann::json> ReadMessage(
       std::chrono::milliseconds timeout = std::chrono::seconds(60));
@@ -41,6 +47,7 @@ class QmpClient {
 
  private:
   int fd_ = -1;
+  int write_fd_ = -1;  // a pipe, or -1: write to the socket fd_
   std::string buffer_;
   std::deque<nlohmann::json> events_;
 };

@@ -125,7 +125,7 @@ TEST_F(ControlTest, ErrorPathsReturnGenericError) {
       {"block-export-add", FuseExport("e3", "disk0", dir_.path()),
        "mountpoint: '" + dir_.path() +
            "' is not a regular file (a FUSE export is mounted over an existing regular file)"},
-      {"block-export-del", {{"id", "ghost"}}, "export 'ghost' not found"},
+      {"block-export-del", {{"id", "ghost"}}, "Export 'ghost' is not found"},
       {"block-export-del",
        {{"id", "exp0"}, {"mode", "brutal"}},
        "mode: expected one of safe, hard; got \"brutal\""},

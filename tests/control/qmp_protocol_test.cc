@@ -59,7 +59,7 @@ TEST_F(ControlTest, MalformedRequestsGetErrorsAndTheClientStays) {
       {R"({"execute": "quit", "extra": 1})", "GenericError",
        "QMP input member \"extra\" is unexpected"},
       {R"({"execute": "no-such-command"})", "CommandNotFound",
-       "The command \"no-such-command\" has not been found"},
+       "The command no-such-command has not been found"},
       {R"({"execute": "query-block-exports", "arguments": {"x": 1}})", "GenericError",
        "x: unknown option"},
       {"this is not json\n", "GenericError", ""},

@@ -39,6 +39,40 @@ class UnixSocketListenerTest : public ::testing::Test {
   const std::string path_ = dir_.path() + "/s.sock";
 };
 
+// QSD's --chardev socket,fd=N: the socket another process bound is served, made non-blocking,
+// and its file left to that process.
+TEST_F(UnixSocketListenerTest, AdoptsAPassedListeningSocketAndLeavesItsFile) {
+  util::UniqueFd passed = ListenOnPath(path_);
+  ASSERT_TRUE(passed);
+  absl::StatusOr<UnixSocketListener> listener =
+      UnixSocketListener::Adopt(std::move(passed), "fd=7");
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  EXPECT_NE(::fcntl(listener->fd(), F_GETFL) & O_NONBLOCK, 0);
+  EXPECT_NE(::fcntl(listener->fd(), F_GETFD) & FD_CLOEXEC, 0);
+  EXPECT_EQ(listener->Accept([](int) {}).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(SocketAnswers(path_));
+  EXPECT_TRUE(listener->Accept([](int) {}).ok());
+  listener->Close();
+  EXPECT_EQ(::access(path_.c_str(), F_OK), 0);
+}
+
+TEST_F(UnixSocketListenerTest, AdoptRefusesWhatIsNotAListeningUnixSocket) {
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+  ::close(pair[1]);
+  absl::StatusOr<UnixSocketListener> listener =
+      UnixSocketListener::Adopt(util::UniqueFd(pair[0]), "fd=5");
+  EXPECT_EQ(listener.status().message(),
+            "socket fd=5: not a listening unix socket (bexd takes one that listen() was called "
+            "on)");
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  ::close(pipe_fds[1]);
+  listener = UnixSocketListener::Adopt(util::UniqueFd(pipe_fds[0]), "fd=6");
+  EXPECT_EQ(listener.status().message(),
+            "socket fd=6: not a socket: Socket operation on non-socket");
+}
+
 TEST_F(UnixSocketListenerTest, ListensAndRemovesItsSocketOnClose) {
   absl::StatusOr<UnixSocketListener> listener = UnixSocketListener::Listen(path_, 4);
   ASSERT_TRUE(listener.ok()) << listener.status();
