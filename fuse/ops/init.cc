@@ -27,6 +27,8 @@ constexpr uint32_t kMinimumMinor = 23;
 constexpr uint16_t kMaxBackground = 64;
 constexpr uint16_t kCongestionThreshold = kMaxBackground * 3 / 4;
 constexpr uint32_t kPageSize = 4096;
+// fuse_init_out.max_stack_depth (7.40) when passthrough is taken.
+constexpr uint32_t kMaxStackDepth = 1;
 
 }  // namespace
 
@@ -59,6 +61,8 @@ Answer Init(Call& call) {
   uint64_t wanted = FUSE_ASYNC_READ | FUSE_ASYNC_DIO | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES |
                     FUSE_MAX_PAGES | FUSE_INIT_EXT | abi::kDirectIoAllowMmap;
   if (session.options().directory_root) wanted |= FUSE_PARALLEL_DIROPS | FUSE_DO_READDIRPLUS;
+  Passthrough* passthrough = session.passthrough();
+  if (passthrough != nullptr) wanted |= abi::kPassthrough;
   const uint64_t accepted = wanted & offered;
 
   struct fuse_init_out out;
@@ -73,6 +77,12 @@ Answer Init(Call& call) {
   out.max_write = session.options().max_write;
   out.time_gran = 1;
   out.max_pages = static_cast<uint16_t>(session.options().max_write / kPageSize);
+  if (accepted & abi::kPassthrough) {
+    // Backing files may not be FUSE passthrough files themselves; and nothing may stack on this
+    // mount except what stacks on any depth-1 file system (the kernel's limit is 2).
+    out.unused[0] = kMaxStackDepth;
+  }
+  if (passthrough != nullptr) passthrough->SetNegotiated(accepted & abi::kPassthrough);
 
   session.MarkInitialized(out.minor);
   static log::RateLimit initialized;  // a guest may repeat INIT too
