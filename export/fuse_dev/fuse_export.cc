@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <sys/statfs.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <thread>
 #include <utility>
@@ -76,7 +79,7 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
     passthrough_off = fuse_export->CheckPassthrough();
     if (!passthrough_off.empty() && fuse_options.passthrough == PassthroughMode::kOn) {
       fuse_export->Stop();
-      return PassthroughImpossible(options.id, passthrough_off);
+      return PassthroughImpossible(passthrough_off);
     }
   }
   log::Info("export '{}': node '{}' mounted on '{}' ({}, {} queue{}{}{}), passthrough {}",
@@ -140,8 +143,14 @@ std::string FuseExport::CheckPassthrough() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   std::string why_not;
+  struct statfs ignored;
   if (!session_->initialized()) {
     why_not = "the kernel did not send INIT within 10 s";
+  } else if (::statfs(mountpoint_.c_str(), &ignored) != 0) {
+    // The queue marks the session initialized before its reply reaches the kernel, which turns
+    // passthrough on only as it takes the reply; a request waits for that (STATFS is never
+    // cached), so registering after it cannot race the reply.
+    why_not = fmt::format("statfs on the mount failed: {}", std::strerror(errno));
   } else if (!passthrough.negotiated()) {
     why_not =
         "the kernel did not offer FUSE_PASSTHROUGH in INIT (it needs Linux 6.9 or later built "

@@ -42,6 +42,12 @@ std::string Obstacle(const ExportOptions& options, const block::BlockNode& node,
     return "a writable export of a regular file needs growable=on for passthrough (a passthrough "
            "write past the end would grow the image)";
   }
+  if (options.writable && node.detect_zeroes() != block::DetectZeroes::kOff) {
+    return fmt::format(
+        "node '{}' has detect-zeroes={}, which bexd applies to each write, and passthrough "
+        "writes never reach bexd",
+        node.node_name(), block::DetectZeroesName(node.detect_zeroes()));
+  }
   if (options.writethrough) {
     return "writethrough=on needs every write durable when answered, and passthrough writes are "
            "never answered by bexd";
@@ -58,10 +64,9 @@ absl::StatusOr<int32_t> DeviceBackingFiles::Open(int fd) {
   fuse::abi::BackingMap map = {.fd = fd, .flags = 0, .padding = 0};
   const int id = ioctl(device_.get(), fuse::abi::kDevIocBackingOpen, &map);
   if (id < 0) {
+    // ErrnoToStatus appends the errno's text.
     return absl::ErrnoToStatus(
-        errno, fmt::format("the kernel refused to register the backing file (FUSE_DEV_IOC_"
-                           "BACKING_OPEN): {}",
-                           std::strerror(errno)));
+        errno, "the kernel refused to register the backing file (FUSE_DEV_IOC_BACKING_OPEN)");
   }
   if (id == 0) return absl::InternalError("the kernel registered the backing file as id 0");
   return id;
@@ -70,15 +75,14 @@ absl::StatusOr<int32_t> DeviceBackingFiles::Open(int fd) {
 absl::Status DeviceBackingFiles::Close(int32_t backing_id) {
   uint32_t id = static_cast<uint32_t>(backing_id);
   if (ioctl(device_.get(), fuse::abi::kDevIocBackingClose, &id) != 0) {
-    return absl::ErrnoToStatus(
-        errno, fmt::format("closing backing id {} failed: {}", backing_id, std::strerror(errno)));
+    return absl::ErrnoToStatus(errno, fmt::format("closing backing id {} failed", backing_id));
   }
   return absl::OkStatus();
 }
 
-absl::Status PassthroughImpossible(const std::string& export_id, const std::string& reason) {
-  return absl::FailedPreconditionError(
-      fmt::format("export '{}': passthrough=on is not possible: {}", export_id, reason));
+absl::Status PassthroughImpossible(const std::string& reason) {
+  // StartExport() names the export.
+  return absl::FailedPreconditionError(fmt::format("passthrough=on is not possible: {}", reason));
 }
 
 absl::StatusOr<std::unique_ptr<fuse::Passthrough>> PreparePassthrough(const ExportOptions& options,
@@ -105,7 +109,7 @@ absl::StatusOr<std::unique_ptr<fuse::Passthrough>> PreparePassthrough(const Expo
   }
   if (!obstacle.empty()) {
     if (fuse_options.passthrough == PassthroughMode::kOn) {
-      return PassthroughImpossible(options.id, obstacle);
+      return PassthroughImpossible(obstacle);
     }
     *why_not = std::move(obstacle);
     return nullptr;

@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<fuse::Passthrough>> PreparePassthrough(const Expo
                                                                       const block::BlockNode& node,
                                                                       std::string* why_not);
 
-// The one line passthrough=on fails with.
-absl::Status PassthroughImpossible(const std::string& export_id, const std::string& reason);
+// The one line passthrough=on fails with (the caller names the export).
+absl::Status PassthroughImpossible(const std::string& reason);
 
 }  // namespace bexd::exports

@@ -27,8 +27,11 @@ constexpr uint32_t kMinimumMinor = 23;
 constexpr uint16_t kMaxBackground = 64;
 constexpr uint16_t kCongestionThreshold = kMaxBackground * 3 / 4;
 constexpr uint32_t kPageSize = 4096;
-// fuse_init_out.max_stack_depth (7.40) when passthrough is taken.
-constexpr uint32_t kMaxStackDepth = 1;
+// fuse_init_out.max_stack_depth (7.40) when passthrough is taken: the kernel refuses a backing
+// file whose file system is at least this deep (ELOOP), so 2, the kernel's limit
+// (FILESYSTEM_MAX_STACK_DEPTH), lets an image on overlayfs (a container's root) be one. Nothing can
+// stack on the mount then, which nothing needs of a single-file export.
+constexpr uint32_t kMaxStackDepth = 2;
 
 }  // namespace
 
@@ -77,11 +80,7 @@ Answer Init(Call& call) {
   out.max_write = session.options().max_write;
   out.time_gran = 1;
   out.max_pages = static_cast<uint16_t>(session.options().max_write / kPageSize);
-  if (accepted & abi::kPassthrough) {
-    // Backing files may not be FUSE passthrough files themselves; and nothing may stack on this
-    // mount except what stacks on any depth-1 file system (the kernel's limit is 2).
-    out.unused[0] = kMaxStackDepth;
-  }
+  if (accepted & abi::kPassthrough) out.unused[0] = kMaxStackDepth;  // max_stack_depth
   if (passthrough != nullptr) passthrough->SetNegotiated(accepted & abi::kPassthrough);
 
   session.MarkInitialized(out.minor);
