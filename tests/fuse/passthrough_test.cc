@@ -33,9 +33,10 @@ class FakeBackingFiles final : public BackingFiles {
   std::set<int32_t> live;
 };
 
-class PassthroughTest : public ::testing::Test {
+class PassthroughBookkeepingTest : public ::testing::Test {
  protected:
-  PassthroughTest() : passthrough_(util::UniqueFd(::open("/dev/null", O_RDONLY)), "test") {
+  PassthroughBookkeepingTest()
+      : passthrough_(util::UniqueFd(::open("/dev/null", O_RDONLY)), "test") {
     passthrough_.Attach(&files_);
     passthrough_.SetNegotiated(true);
   }
@@ -43,7 +44,7 @@ class PassthroughTest : public ::testing::Test {
   Passthrough passthrough_;
 };
 
-TEST_F(PassthroughTest, OneIdWhileOpensLiveClosedByTheLastRelease) {
+TEST_F(PassthroughBookkeepingTest, OneIdWhileOpensLiveClosedByTheLastRelease) {
   const int32_t first = passthrough_.Open();
   EXPECT_GT(first, 0);
   EXPECT_EQ(passthrough_.Open(), first);
@@ -62,7 +63,7 @@ TEST_F(PassthroughTest, OneIdWhileOpensLiveClosedByTheLastRelease) {
   EXPECT_TRUE(files_.live.empty());
 }
 
-TEST_F(PassthroughTest, DetachClosesTheIdOfOpenFiles) {
+TEST_F(PassthroughBookkeepingTest, DetachClosesTheIdOfOpenFiles) {
   EXPECT_GT(passthrough_.Open(), 0);
   passthrough_.Detach();
   EXPECT_TRUE(files_.live.empty());
@@ -71,13 +72,13 @@ TEST_F(PassthroughTest, DetachClosesTheIdOfOpenFiles) {
   EXPECT_TRUE(files_.live.empty());
 }
 
-TEST_F(PassthroughTest, NoPassthroughWithoutNegotiation) {
+TEST_F(PassthroughBookkeepingTest, NoPassthroughWithoutNegotiation) {
   passthrough_.SetNegotiated(false);
   EXPECT_EQ(passthrough_.Open(), 0);
   EXPECT_EQ(files_.registrations, 0);
 }
 
-TEST_F(PassthroughTest, ARefusedRegistrationTurnsPassthroughOffForGood) {
+TEST_F(PassthroughBookkeepingTest, ARefusedRegistrationTurnsPassthroughOffForGood) {
   files_.refuse = true;
   EXPECT_EQ(passthrough_.Open(), 0);
   files_.refuse = false;
@@ -86,7 +87,7 @@ TEST_F(PassthroughTest, ARefusedRegistrationTurnsPassthroughOffForGood) {
   EXPECT_EQ(passthrough_.opens(), 0u);
 }
 
-TEST_F(PassthroughTest, AReleaseWithoutOpenClosesNothing) {
+TEST_F(PassthroughBookkeepingTest, AReleaseWithoutOpenClosesNothing) {
   passthrough_.Release();
   EXPECT_EQ(passthrough_.open_files(), 0u);
   EXPECT_GT(passthrough_.Open(), 0);
