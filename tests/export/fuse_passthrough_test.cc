@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "block/raw_node.h"
 #include "export/start.h"
 #include "tests/export/export_fixture.h"
 
@@ -195,6 +196,36 @@ TEST_F(PassthroughTest, GrowableExportGrowsThroughPassthroughWrites) {
   EXPECT_EQ(ReadThrough(mountpoint, O_DIRECT, kMiB), expected);
   EXPECT_EQ(CountQueued(*running).writes, 0u);
   EXPECT_EQ(CountQueued(*running).reads, 0u);
+}
+
+// A raw node over the whole file gets passthrough too, and its size follows what the kernel wrote
+// past the end; a raw node with an offset is refused under passthrough=on.
+TEST_F(PassthroughTest, RawNodeOverTheWholeFile) {
+  const std::string image = scratch_.path() + "/image";
+  std::vector<uint8_t> expected = WritePatternFile(image, kMiB, 14);
+  const std::string mountpoint = MakeMountpoint();
+  absl::StatusOr<std::shared_ptr<block::BlockNode>> shifted =
+      block::RawNode::Open("raw1", block::RawOptions{.offset = 4096}, false, OpenFileNode(image));
+  ASSERT_TRUE(shifted.ok()) << shifted.status();
+  absl::StatusOr<std::unique_ptr<Export>> refused =
+      StartExport(PassthroughOptions(mountpoint, true, true), *shifted);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("node 'raw1' (raw) is not a host file exported whole"),
+            std::string::npos)
+      << refused.status();
+  shifted->reset();
+
+  absl::StatusOr<std::shared_ptr<block::BlockNode>> raw =
+      block::RawNode::Open("raw0", block::RawOptions{}, false, OpenFileNode(image));
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  START_PASSTHROUGH_OR_SKIP(running, PassthroughOptions(mountpoint, true, true), *raw);
+  WritePattern(mountpoint, O_DIRECT, kMiB, kMiB, 15);
+  expected.resize(2 * kMiB);
+  FillPattern(expected.data() + kMiB, kMiB, kMiB, 15);
+  EXPECT_EQ(FileSize(mountpoint), 2 * kMiB);
+  EXPECT_EQ((*raw)->size(), 2 * kMiB);  // GETATTR re-read it
+  EXPECT_EQ(ReadWholeFile(image), expected);
+  EXPECT_EQ(CountQueued(*running).writes, 0u);
 }
 
 // What passthrough opens wrote, queue-served opens of the same image read, and the other way
