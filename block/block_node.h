@@ -60,6 +60,11 @@ struct Capabilities {
   bool resize = true;
 };
 
+struct HostFile {
+  int fd = -1;                // open as long as the node; not to be closed
+  bool block_device = false;  // its size is fixed: a write past the end fails instead of growing it
+};
+
 class BlockNode {
  public:
   virtual ~BlockNode() = default;
@@ -92,6 +97,16 @@ class BlockNode {
   // Bytes the image occupies on its storage (query-named-block-nodes' actual-size); nullopt if
   // the driver cannot tell, and then a format node reports its file child's. May block.
   virtual std::optional<uint64_t> AllocatedBytes() const { return std::nullopt; }
+
+  // The node's bytes as one host file, offset for offset, for a client that does its own I/O on
+  // it (FUSE passthrough); nullopt for nodes that map (formats, offsets) or are remote.
+  virtual std::optional<HostFile> host_file() const { return std::nullopt; }
+  // A client now does I/O on host_file() itself, through the host's page cache whatever the
+  // node's cache mode: from now on a failed flush is sticky (see FileNode::SettleDurable) even
+  // with cache.direct=on. Any thread.
+  virtual void SharePageCache() {}
+  // Re-reads the size after a client grew host_file() by writing past its end. Any thread.
+  virtual void RefreshSize() {}
 
   // QEMU's detect-zeroes, a property of every node whatever its driver. Set by OpenBlockNode()
   // before the node is shared, so queues created later read it without a lock.

@@ -181,10 +181,13 @@ void FileNode::ProbeAioFdsync() {
 // fdatasync succeeds without writing it again. The same holds for a RWF_DSYNC write, whose sync
 // consumes the error. QEMU's file-posix therefore fails every later flush of such a node
 // (page_cache_inconsistent); so does bexd, with EIO. The flush still runs, so data written since
-// reaches the disk if it can. O_DIRECT bypasses the page cache, and cache.no-flush has given up
-// durability, so neither needs this.
+// reaches the disk if it can. O_DIRECT bypasses the page cache (unless a client writes through it
+// itself: SharePageCache), and cache.no-flush has given up durability, so neither needs this.
 int64_t FileNode::SettleDurable(bool flush, int64_t result) {
-  if (direct() || options_.cache_no_flush) return result;
+  if ((direct() && !page_cache_shared_.load(std::memory_order_acquire)) ||
+      options_.cache_no_flush) {
+    return result;
+  }
   if (result < 0) {
     int none = 0;
     if (flush_error_.compare_exchange_strong(none, static_cast<int>(-result),
@@ -260,6 +263,13 @@ absl::StatusOr<std::unique_ptr<IoQueue>> FileNode::CreateDriverQueue() {
                                                            std::string(queue.status().message())));
   }
   return std::unique_ptr<IoQueue>(std::move(*queue));
+}
+
+void FileNode::RefreshSize() {
+  struct stat st;
+  // A block device cannot be grown by writing; its size is read at open.
+  if (is_block_device_ || fstat(fd_, &st) != 0) return;
+  size_.store(static_cast<uint64_t>(st.st_size), std::memory_order_release);
 }
 
 std::optional<uint64_t> FileNode::AllocatedBytes() const {

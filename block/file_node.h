@@ -35,6 +35,11 @@ class FileNode final : public BlockNode, public std::enable_shared_from_this<Fil
   int flush_error() const override { return flush_error_.load(std::memory_order_acquire); }
   std::string filename() const override { return options_.filename; }
   std::optional<uint64_t> AllocatedBytes() const override;
+  std::optional<HostFile> host_file() const override {
+    return HostFile{.fd = fd_, .block_device = is_block_device_};
+  }
+  void SharePageCache() override { page_cache_shared_.store(true, std::memory_order_release); }
+  void RefreshSize() override;
 
   int fd() const { return fd_; }
   const FileOptions& options() const { return options_; }
@@ -88,6 +93,9 @@ class FileNode final : public BlockNode, public std::enable_shared_from_this<Fil
   // errno of the first failed flush or FUA write without O_DIRECT; never reset (a node is reopened
   // as a new FileNode). Shared by every queue and worker thread.
   std::atomic<int> flush_error_{0};
+  // A client writes through the page cache itself (SharePageCache), so O_DIRECT no longer keeps
+  // it out of the picture.
+  std::atomic<bool> page_cache_shared_{false};
 };
 
 }  // namespace bexd::block

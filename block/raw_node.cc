@@ -50,6 +50,11 @@ absl::Status RawNode::CheckAgainstChild() const {
   return absl::OkStatus();
 }
 
+std::optional<HostFile> RawNode::host_file() const {
+  if (options_.offset != 0 || options_.size.has_value()) return std::nullopt;
+  return file_->host_file();
+}
+
 uint64_t RawNode::size() const {
   const uint64_t child_size = file_->size();
   if (child_size <= options_.offset) return 0;

@@ -37,6 +37,10 @@ class RawNode final : public BlockNode, public std::enable_shared_from_this<RawN
   absl::Status Truncate(uint64_t new_size) override;
   std::string description() const override;
   std::string filename() const override { return file_->filename(); }
+  // The child's when this node is all of it (no offset, no fixed size).
+  std::optional<HostFile> host_file() const override;
+  void SharePageCache() override { file_->SharePageCache(); }
+  void RefreshSize() override { file_->RefreshSize(); }
 
   uint64_t offset() const { return options_.offset; }
   DiscardMode discard() const { return options_.discard; }

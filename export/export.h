@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,14 @@ class Export {
   virtual bool in_use() const = 0;
   // One entry per queue thread.
   virtual std::vector<fuse::QueueStatsSnapshot> Stats() const = 0;
+  // Passthrough opens do their I/O without bexd, so the queue counters miss it. nullopt for
+  // transports without passthrough.
+  struct PassthroughStats {
+    bool active = false;      // OPEN may give passthrough (negotiated, node eligible)
+    uint32_t open_files = 0;  // passthrough opens now
+    uint64_t opens = 0;       // passthrough opens since the export started
+  };
+  virtual std::optional<PassthroughStats> passthrough_stats() const { return std::nullopt; }
   // True once the export has ended on its own; `ended_reason()` then says why ("'/mnt' was
   // unmounted from outside").
   bool ended() const { return ended_.load(std::memory_order_acquire); }

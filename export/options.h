@@ -10,11 +10,14 @@
 namespace bexd::exports {
 
 enum class AllowOther { kOff, kOn, kAuto };
+// FUSE passthrough (docs/fuse-export.md#passthrough). kAuto: where the node and kernel allow it.
+enum class PassthroughMode { kOff, kOn, kAuto };
 
 struct FuseExportOptions {
   std::string mountpoint;  // an existing regular file
   bool growable = false;
   AllowOther allow_other = AllowOther::kAuto;
+  PassthroughMode passthrough = PassthroughMode::kAuto;
   uint32_t num_queues = 0;      // 0: one per CPU (per CPU of queue_cpus if given)
   std::vector<int> queue_cpus;  // queue i runs on queue_cpus[i % size]; empty: not pinned
 };

@@ -169,6 +169,13 @@ int Session::ApplyAttributes(NodeKind kind, const struct fuse_setattr_in& in) {
   return 0;
 }
 
+uint64_t Session::CurrentSize() const {
+  if (passthrough_ != nullptr && options_.growable && passthrough_->opens() > 0) {
+    node_->RefreshSize();
+  }
+  return node_->size();
+}
+
 absl::Status Session::GrowTo(uint64_t end) {
   std::lock_guard lock(resize_mutex_);
   if (node_->size() >= end) return absl::OkStatus();

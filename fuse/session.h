@@ -20,6 +20,7 @@
 #include <string>
 
 #include "block/block_node.h"
+#include "fuse/passthrough.h"
 
 namespace bexd::fuse {
 
@@ -109,6 +110,16 @@ class Session {
   // (and no change) unless ValidTimes(in).
   int ApplyAttributes(NodeKind kind, const struct fuse_setattr_in& in);
 
+  // FUSE passthrough, if the export may use it: set once, before the first request arrives.
+  void SetPassthrough(std::unique_ptr<Passthrough> passthrough) {
+    passthrough_ = std::move(passthrough);
+  }
+  Passthrough* passthrough() const { return passthrough_.get(); }
+  // The node's size as clients see it. A passthrough write past the end of a growable export
+  // grows the host file without telling bexd, so while passthrough has been used the size is
+  // re-read first. Not for the READ/WRITE path.
+  uint64_t CurrentSize() const;
+
   // Size changes, serialized between queue threads. They may block (ftruncate).
   absl::Status GrowTo(uint64_t end);  // no-op if the node is already at least that big
   absl::Status Resize(uint64_t size);
@@ -123,6 +134,7 @@ class Session {
   const uint64_t file_node_id_;
   std::atomic<bool> initialized_{false};
   std::atomic<uint32_t> protocol_minor_{0};
+  std::unique_ptr<Passthrough> passthrough_;
 
   alignas(64) std::atomic<uint32_t> open_handles_{0};
 

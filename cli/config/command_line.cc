@@ -182,6 +182,7 @@ virtio-fs guests through vhost-user-fs. Options take QEMU's key=value syntax or 
              [,server.0.host=HOST,server.0.port=PORT][,cache.direct=on|off][,discard=...]
   --export type=fuse,id=ID,node-name=NAME,mountpoint=FILE[,writable=on|off]
            [,growable=on|off][,allow-other=on|off|auto][,writethrough=on|off][,num-queues=N]
+           [,passthrough=on|off|auto]   kernel reads/writes the image itself where it can
            [,queue-cpus=CPUS]   pin queue i to the i-th CPU of a list such as 0-3,,8
   --export type=vhost-user-fs,id=ID,node-name=NAME,addr.type=unix,addr.path=SOCKET,tag=TAG
            [,file-name=NAME][,writable=on|off][,growable=on|off][,num-request-queues=N]

@@ -21,6 +21,7 @@ namespace bexd::cli {
 namespace {
 
 using exports::AllowOther;
+using exports::PassthroughMode;
 
 // The virtio-fs configuration space holds the tag in 36 bytes.
 constexpr size_t kMaxTagLength = 36;
@@ -77,6 +78,10 @@ exports::FuseExportOptions ReadFuseOptions(OptionReader& reader,
   reader.Bool("growable", &fuse.growable);
   reader.Enum("allow-other", &fuse.allow_other,
               {{"off", AllowOther::kOff}, {"on", AllowOther::kOn}, {"auto", AllowOther::kAuto}});
+  reader.Enum("passthrough", &fuse.passthrough,
+              {{"off", PassthroughMode::kOff},
+               {"on", PassthroughMode::kOn},
+               {"auto", PassthroughMode::kAuto}});
   reader.Integer("num-queues", &fuse.num_queues, 1, exports::FuseExport::kMaxQueues);
   ApplyIothreads(reader, iothreads, "num-queues", &fuse.num_queues);
   ReadQueueCpus(reader, &fuse.queue_cpus);

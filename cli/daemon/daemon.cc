@@ -304,11 +304,18 @@ absl::StatusOr<json> Daemon::ExportStats(const std::optional<std::string>& id) c
       queues.push_back(StatsJson(queue));
       Accumulate(queue, &total);
     }
-    result.push_back({{"id", live.spec.options.id},
-                      {"type", live.running->type()},
-                      {"node-name", live.spec.options.node_name},
-                      {"total", StatsJson(total)},
-                      {"queues", std::move(queues)}});
+    json entry = {{"id", live.spec.options.id},
+                  {"type", live.running->type()},
+                  {"node-name", live.spec.options.node_name},
+                  {"total", StatsJson(total)},
+                  {"queues", std::move(queues)}};
+    // Passthrough I/O never reaches a queue: say so, or low counts would mislead.
+    if (const auto passthrough = live.running->passthrough_stats(); passthrough.has_value()) {
+      entry["passthrough"] = {{"active", passthrough->active},
+                              {"open-files", passthrough->open_files},
+                              {"opens", passthrough->opens}};
+    }
+    result.push_back(std::move(entry));
   }
   return result;
 }

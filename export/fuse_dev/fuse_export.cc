@@ -3,7 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/statfs.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
 #include <utility>
 #include <variant>
 
@@ -32,6 +39,11 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
                       : std::min<uint32_t>(fuse_options.queue_cpus.size(), kMaxQueues);
   }
 
+  std::string passthrough_off;
+  absl::StatusOr<std::unique_ptr<fuse::Passthrough>> passthrough =
+      PreparePassthrough(options, *node, &passthrough_off);
+  if (!passthrough.ok()) return passthrough.status();
+
   absl::StatusOr<MountpointClaim> claim = MountpointClaim::Acquire(fuse_options.mountpoint);
   if (!claim.ok()) return claim.status();
   FuseMountOptions mount_options;
@@ -43,19 +55,39 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
   absl::StatusOr<std::vector<util::UniqueFd>> devices = mount->OpenQueues(queue_count);
   if (!devices.ok()) return devices.status();
 
+  std::unique_ptr<DeviceBackingFiles> backing_files;
+  if (*passthrough != nullptr) {
+    // A descriptor of its own, so that registering never depends on a queue's.
+    util::UniqueFd device(fcntl((*devices)[0].get(), F_DUPFD_CLOEXEC, 0));
+    if (!device) {
+      return absl::ErrnoToStatus(errno, "duplicating the /dev/fuse descriptor for passthrough");
+    }
+    backing_files = std::make_unique<DeviceBackingFiles>(std::move(device));
+    (*passthrough)->Attach(backing_files.get());
+    session->SetPassthrough(std::move(*passthrough));
+  }
   std::unique_ptr<FuseExport> fuse_export(new FuseExport(options, std::move(node),
                                                          std::move(session), std::move(*claim),
                                                          std::move(*mount), std::move(on_ended)));
+  fuse_export->backing_files_ = std::move(backing_files);
   if (absl::Status status = fuse_export->StartQueues(std::move(*devices), fuse_options.queue_cpus);
       !status.ok()) {
     fuse_export->Stop();
     return status;
   }
-  log::Info("export '{}': node '{}' mounted on '{}' ({}, {} queue{}{}{})", options.id,
-            fuse_export->node()->node_name(), fuse_export->mountpoint_,
+  if (fuse_export->session_->passthrough() != nullptr) {
+    passthrough_off = fuse_export->CheckPassthrough();
+    if (!passthrough_off.empty() && fuse_options.passthrough == PassthroughMode::kOn) {
+      fuse_export->Stop();
+      return PassthroughImpossible(passthrough_off);
+    }
+  }
+  log::Info("export '{}': node '{}' mounted on '{}' ({}, {} queue{}{}{}), passthrough {}",
+            options.id, fuse_export->node()->node_name(), fuse_export->mountpoint_,
             options.writable ? "writable" : "read-only", queue_count, queue_count == 1 ? "" : "s",
             DescribeQueueCpus(fuse_options.queue_cpus),
-            fuse_export->mount_.allow_other() ? ", allow_other" : "");
+            fuse_export->mount_.allow_other() ? ", allow_other" : "",
+            passthrough_off.empty() ? "on" : fmt::format("off: {}", passthrough_off));
   return fuse_export;
 }
 
@@ -102,6 +134,34 @@ absl::Status FuseExport::StartQueues(std::vector<util::UniqueFd> devices,
   return absl::OkStatus();
 }
 
+std::string FuseExport::CheckPassthrough() {
+  fuse::Passthrough& passthrough = *session_->passthrough();
+  // The kernel sends INIT as it mounts; the first queue answers it at once.
+  constexpr auto kInitWait = std::chrono::seconds(10);
+  const auto deadline = std::chrono::steady_clock::now() + kInitWait;
+  while (!session_->initialized() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::string why_not;
+  struct statfs ignored;
+  if (!session_->initialized()) {
+    why_not = "the kernel did not send INIT within 10 s";
+  } else if (::statfs(mountpoint_.c_str(), &ignored) != 0) {
+    // The queue marks the session initialized before its reply reaches the kernel, which turns
+    // passthrough on only as it takes the reply; a request waits for that (STATFS is never
+    // cached), so registering after it cannot race the reply.
+    why_not = fmt::format("statfs on the mount failed: {}", std::strerror(errno));
+  } else if (!passthrough.negotiated()) {
+    why_not =
+        "the kernel did not offer FUSE_PASSTHROUGH in INIT (it needs Linux 6.9 or later built "
+        "with CONFIG_FUSE_PASSTHROUGH)";
+  } else if (absl::Status status = passthrough.Probe(); !status.ok()) {
+    why_not = std::string(status.message());
+  }
+  if (!why_not.empty()) passthrough.SetNegotiated(false);
+  return why_not;
+}
+
 void FuseExport::OnQueueExit(uint32_t index, bool failed) {
   // When the connection ends every queue fails at once; one warning says it.
   if (failed && !stop_requested_.load(std::memory_order_acquire) &&
@@ -134,15 +194,26 @@ void FuseExport::TearDown() {
   if (torn_down_) return;
   torn_down_ = true;
   FlushAfterLastReply();
+  // Backing ids die with the connection anyway; closing them first leaves nothing to chance.
+  if (session_->passthrough() != nullptr) session_->passthrough()->Detach();
   mount_.Unmount();
   // Closing the last descriptor aborts the connection: requests that were never read (callers
   // of a lazily detached mount) fail instead of waiting forever.
   for (Queue& queue : queues_) queue.transport->CloseDevice();
+  if (backing_files_ != nullptr) backing_files_->CloseDevice();
   claim_.Release();
   log::Info("export '{}': stopped; '{}' is unmounted", id(), mountpoint_);
 }
 
 bool FuseExport::in_use() const { return session_->open_handles() > 0; }
+
+std::optional<Export::PassthroughStats> FuseExport::passthrough_stats() const {
+  const fuse::Passthrough* passthrough = session_->passthrough();
+  if (passthrough == nullptr) return PassthroughStats{};
+  return PassthroughStats{.active = passthrough->negotiated(),
+                          .open_files = passthrough->open_files(),
+                          .opens = passthrough->opens()};
+}
 
 std::vector<fuse::QueueStatsSnapshot> FuseExport::Stats() const {
   std::vector<fuse::QueueStatsSnapshot> stats;

@@ -18,6 +18,7 @@
 #include "export/fuse_dev/device_transport.h"
 #include "export/fuse_dev/fuse_mount.h"
 #include "export/fuse_dev/fuse_mountpoint.h"
+#include "export/fuse_dev/passthrough_setup.h"
 #include "export/options.h"
 #include "export/queue/queue_thread.h"
 #include "fuse/session.h"
@@ -42,6 +43,7 @@ class FuseExport final : public Export {
   void Stop() override;
   bool in_use() const override;
   std::vector<fuse::QueueStatsSnapshot> Stats() const override;
+  std::optional<PassthroughStats> passthrough_stats() const override;
 
  private:
   FuseExport(const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
@@ -50,6 +52,9 @@ class FuseExport final : public Export {
 
   absl::Status StartQueues(std::vector<util::UniqueFd> devices, const std::vector<int>& cpus);
   void OnQueueExit(uint32_t index, bool failed);
+  // Once the queues run: waits for INIT and checks that the kernel took FUSE_PASSTHROUGH and
+  // registers the backing file. "" if passthrough works, else why not.
+  std::string CheckPassthrough();
   // Flushes the node, unmounts, closes the queue descriptors and releases the mountpoint. Runs
   // once, after every queue thread has stopped serving.
   void TearDown();
@@ -62,7 +67,8 @@ class FuseExport final : public Export {
     std::unique_ptr<FuseDeviceTransport> transport;
     std::unique_ptr<QueueThread> thread;  // destroyed (joined) before its transport
   };
-  std::vector<Queue> queues_;  // fixed once StartQueues() ran
+  std::vector<Queue> queues_;                          // fixed once StartQueues() ran
+  std::unique_ptr<DeviceBackingFiles> backing_files_;  // with passthrough only
   // Queue threads still serving, plus one held by StartQueues() while it starts them, so that
   // queues ending early cannot tear down an export that is still starting.
   std::atomic<uint32_t> serving_{1};

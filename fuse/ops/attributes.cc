@@ -29,7 +29,7 @@ struct fuse_attr AttrOf(const Session& session, NodeKind kind) {
     attr.nlink = 2;
   } else {
     attr.ino = session.file_node_id();
-    attr.size = session.node().size();
+    attr.size = session.CurrentSize();
     // Presented as fully allocated: the block layer does not report allocation.
     attr.blocks = attr.size / 512 + (attr.size % 512 != 0);
     attr.nlink = 1;

@@ -38,7 +38,7 @@ Answer Fallocate(Call& call) {
   if ((punch || zero) && !capabilities.write_zeroes) return Answer::Error(EOPNOTSUPP);
 
   const uint64_t end = in.offset + in.length;
-  uint64_t size = session.node().size();
+  uint64_t size = session.CurrentSize();
   if (!keep_size && end > size) {
     // An explicit size change, like truncate (as QSD grows a writable export here). Where size
     // changes need `growable` (virtio-fs), a fixed-size disk has no room past its end: ENOSPC, as
@@ -46,7 +46,7 @@ Answer Fallocate(Call& call) {
     if (!session.resizable()) return Answer::Error(ENOSPC);
     static log::RateLimit failed;
     if (int error = ChangeSize(call, end, SizeChange::kGrow, failed)) return Answer::Error(error);
-    size = session.node().size();
+    size = session.CurrentSize();
   }
   const uint64_t range_end = std::min(end, size);
   // KEEP_SIZE wholly past the end: nothing of the node to touch.

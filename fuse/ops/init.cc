@@ -27,6 +27,11 @@ constexpr uint32_t kMinimumMinor = 23;
 constexpr uint16_t kMaxBackground = 64;
 constexpr uint16_t kCongestionThreshold = kMaxBackground * 3 / 4;
 constexpr uint32_t kPageSize = 4096;
+// fuse_init_out.max_stack_depth (7.40) when passthrough is taken: the kernel refuses a backing
+// file whose file system is at least this deep (ELOOP), so 2, the kernel's limit
+// (FILESYSTEM_MAX_STACK_DEPTH), lets an image on overlayfs (a container's root) be one. Nothing can
+// stack on the mount then, which nothing needs of a single-file export.
+constexpr uint32_t kMaxStackDepth = 2;
 
 }  // namespace
 
@@ -59,6 +64,8 @@ Answer Init(Call& call) {
   uint64_t wanted = FUSE_ASYNC_READ | FUSE_ASYNC_DIO | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES |
                     FUSE_MAX_PAGES | FUSE_INIT_EXT | abi::kDirectIoAllowMmap;
   if (session.options().directory_root) wanted |= FUSE_PARALLEL_DIROPS | FUSE_DO_READDIRPLUS;
+  Passthrough* passthrough = session.passthrough();
+  if (passthrough != nullptr) wanted |= abi::kPassthrough;
   const uint64_t accepted = wanted & offered;
 
   struct fuse_init_out out;
@@ -73,6 +80,8 @@ Answer Init(Call& call) {
   out.max_write = session.options().max_write;
   out.time_gran = 1;
   out.max_pages = static_cast<uint16_t>(session.options().max_write / kPageSize);
+  if (accepted & abi::kPassthrough) out.unused[0] = kMaxStackDepth;  // max_stack_depth
+  if (passthrough != nullptr) passthrough->SetNegotiated(accepted & abi::kPassthrough);
 
   session.MarkInitialized(out.minor);
   static log::RateLimit initialized;  // a guest may repeat INIT too

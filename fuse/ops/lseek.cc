@@ -24,7 +24,7 @@ Answer BlockStatusDone(Call& call, int64_t result) {
   if (result > 0 && call.state().io.status_data == want_data) {
     return ReplyOffset(call, seek.position);
   }
-  const uint64_t size = call.node().size();
+  const uint64_t size = call.session().CurrentSize();
   seek.position += static_cast<uint64_t>(result);
   if (result == 0 || seek.position >= size) {
     if (want_data) return Answer::Error(ENXIO);
@@ -35,15 +35,15 @@ Answer BlockStatusDone(Call& call, int64_t result) {
 
 Answer SubmitBlockStatus(Call& call) {
   const uint64_t position = std::get<SeekState>(call.state().op).position;
-  return call.Submit(block::IoOp::kBlockStatus, 0, position, call.node().size() - position,
-                     BlockStatusDone);
+  return call.Submit(block::IoOp::kBlockStatus, 0, position,
+                     call.session().CurrentSize() - position, BlockStatusDone);
 }
 
 }  // namespace
 
 Answer Lseek(Call& call) {
   const auto in = call.args().Read<struct fuse_lseek_in>();
-  const uint64_t size = call.node().size();
+  const uint64_t size = call.session().CurrentSize();
   switch (in.whence) {
     case SEEK_SET:
       if (in.offset > kMaxOffset) break;

@@ -16,7 +16,7 @@ namespace {
 // A client's explicit size change; 0, or the errno to answer.
 int SetSize(Call& call, uint64_t size) {
   Session& session = call.session();
-  const uint64_t current = session.node().size();
+  const uint64_t current = session.CurrentSize();
   if (size == current) return 0;  // setting the size it has is no change, even read-only
   if (!session.options().writable) return EROFS;
   if (!session.resizable()) {

@@ -17,7 +17,7 @@ constexpr uint32_t kBlockSize = 4096;
 Answer Statfs(Call& call) {
   struct fuse_statfs_out out;
   std::memset(&out, 0, sizeof(out));
-  const uint64_t size = call.node().size();
+  const uint64_t size = call.session().CurrentSize();
   out.st.bsize = kBlockSize;
   out.st.frsize = kBlockSize;
   out.st.blocks = size / kBlockSize + (size % kBlockSize != 0);

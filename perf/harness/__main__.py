@@ -37,7 +37,8 @@ def parse_args(repo):
                              "guest-bexd, guest-virtiofsd (default all but the guest ones; "
                              "vhost = bexd's vhost-user-fs export and virtiofsd = QEMU's "
                              "reference daemon, both driven by vhost_bench; guest-* = the same "
-                             "two with fio in a QEMU guest)")
+                             "two with fio in a QEMU guest); bexd-passthrough = bexd's FUSE "
+                             "export with passthrough=on, file driver only")
     parser.add_argument("--drivers", default=",".join(matrix.DEFAULT_DRIVERS),
                         help="comma list of null, file (the image with O_DIRECT on the host), "
                              "pagecache (the image through the host page cache), raw, qcow2, "
@@ -147,12 +148,14 @@ def find_binaries(args, repo):
     usable = {system: bool(path and os.access(path, os.X_OK)) for system, path in binaries.items()}
     usable["guest-virtiofsd"] = usable["virtiofsd"]
     usable["guest-bexd"] = usable["bexd"]
+    usable[matrix.PASSTHROUGH_SYSTEM] = usable["bexd"]
     usable["virtiofsd"] = usable["virtiofsd"] and usable["vhost"]  # vhost_bench drives it
     usable["vhost"] = usable["vhost"] and usable["bexd"]
     if shutil.which("qemu-system-x86_64") is None:
         usable["guest-bexd"] = usable["guest-virtiofsd"] = False
         binaries["guest-bexd"] = binaries["guest-virtiofsd"] = "qemu-system-x86_64"
-    for system in ("bexd", "limit", "qsd", "vhost", "virtiofsd", "guest-bexd", "guest-virtiofsd"):
+    for system in ("bexd", "limit", "qsd", "vhost", "virtiofsd", "guest-bexd", "guest-virtiofsd",
+                   matrix.PASSTHROUGH_SYSTEM):
         if system in args.system_list and not usable[system]:
             binary = binaries.get(system, binaries.get(matrix.BACKEND.get(system)))
             print(f"warning: no usable {system} binary ({binary or 'not built'}); "

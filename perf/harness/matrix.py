@@ -17,7 +17,7 @@ DEFAULT_DRIVERS = ("null", "file")
 # QSD.
 FORMAT_DRIVERS = ("raw", "qcow2", "qcow2-empty", "qcow2-zlib")
 SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost", "virtiofsd", "guest-bexd",
-           "guest-virtiofsd")
+           "guest-virtiofsd", "bexd-passthrough")
 # The guest systems (fio in a QEMU guest under TCG) are slow; they run on request.
 DEFAULT_SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost", "virtiofsd")
 # Thread pool sizes of the virtiofsd targets (--thread-pool-size; 0 = the queue thread itself).
@@ -26,9 +26,12 @@ VIRTIOFSD_POOLS = (0, 1, 64)
 VHOST_SYSTEMS = ("vhost", "virtiofsd")
 # The same two backends under a real guest: fio runs in the guest on its virtio-fs mount.
 GUEST_SYSTEMS = ("guest-bexd", "guest-virtiofsd")
-# What serves each vhost-user-fs system: bexd's export or virtiofsd.
+# bexd's FUSE export with passthrough=on (issue 14): the kernel does the file driver's reads and
+# writes on the image itself. On request; one queue (the queues serve no I/O).
+PASSTHROUGH_SYSTEM = "bexd-passthrough"
+# What serves each vhost-user-fs system (bexd's export or virtiofsd), and the passthrough one.
 BACKEND = {"vhost": "bexd", "guest-bexd": "bexd", "virtiofsd": "virtiofsd",
-           "guest-virtiofsd": "virtiofsd"}
+           "guest-virtiofsd": "virtiofsd", PASSTHROUGH_SYSTEM: "bexd"}
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class Target:
         if self.system in ("bexd", "vhost", "guest-bexd"):
             prefix = "base-" if self.baseline else ""
             return f"{prefix}{self.system}-{self.driver}-q{self.queues}"
+        if self.system == PASSTHROUGH_SYSTEM:
+            return f"bexd-{self.driver}-passthrough"
         if self.system in ("virtiofsd", "guest-virtiofsd"):
             return f"{self.system}-{self.driver}-t{self.threads}"
         return f"{self.system}-{self.driver}"
@@ -128,6 +133,8 @@ def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRT
                 result += [Target(system, driver, q) for q in queue_counts]
                 if baseline:
                     result += [Target(system, driver, q, baseline=True) for q in queue_counts]
+        if PASSTHROUGH_SYSTEM in systems and driver == "file":
+            result.append(Target(PASSTHROUGH_SYSTEM, driver, 1))
         if "virtiofsd" in systems and driver in ("file", "pagecache"):
             result += [Target("virtiofsd", driver, 1, threads=t) for t in virtiofsd_pools]
         if "guest-bexd" in systems:

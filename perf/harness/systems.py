@@ -10,7 +10,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from harness.matrix import BACKEND, FORMAT_DRIVERS
+from harness.matrix import BACKEND, FORMAT_DRIVERS, PASSTHROUGH_SYSTEM
 
 MOUNT_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
@@ -90,7 +90,12 @@ def daemon_command(target, binaries, image, mountpoint, size, socket_path, share
     writable = "off" if target.driver == "qcow2-zlib" else "on"
     if backend == "bexd":
         node = _node(target, image, size, remote, qsd=False)
-        if target.system != "bexd":
+        if target.system == PASSTHROUGH_SYSTEM:
+            # Passthrough needs a read-only or growable export; fio stays inside the image, so
+            # growable changes nothing else.
+            export = (f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable=on,"
+                      "growable=on,passthrough=on,num-queues=1")
+        elif target.system != "bexd":
             export = (f"type=vhost-user-fs,id=e0,node-name=n0,addr.type=unix,"
                       f"addr.path={socket_path},tag=bench,writable=on,"
                       f"num-request-queues={target.queues}")

@@ -292,7 +292,8 @@ TEST_F(SchemaTest, FuseExportErrors) {
             "id: missing (required)");
   EXPECT_EQ(ExportError(Keyval(base + mountpoint_ + ",tag=x"), Syntax::kKeyval),
             "tag: unknown option (known here: allow-other, fixed-iothread, growable, id, iothread, "
-            "mountpoint, node-name, num-queues, queue-cpus, type, writable, writethrough)");
+            "mountpoint, node-name, num-queues, passthrough, queue-cpus, type, writable, "
+            "writethrough)");
   json object = {{"type", "fuse"},
                  {"id", "e"},
                  {"node-name", "d"},

@@ -57,10 +57,11 @@ std::shared_ptr<block::BlockNode> OpenNullNode(uint64_t size);
 
 // fio with four jobs on the export at `mountpoint`, each writing its own `job_bytes` at random
 // (4k, libaio, O_DIRECT, queue depth 16) and verifying them with crc32c; checks fio's verdict
-// and that every block went through the export's queues.
+// and, unless the export uses passthrough (`through_queues` false), that every block went through
+// the export's queues.
 inline constexpr uint64_t kFioJobBytes = 16 << 20;
 void ExpectFioVerifies(Export* running, const std::string& mountpoint,
-                       uint64_t job_bytes = kFioJobBytes);
+                       uint64_t job_bytes = kFioJobBytes, bool through_queues = true);
 
 ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t num_queues = 2,
                           bool growable = false);
