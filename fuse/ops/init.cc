@@ -59,6 +59,7 @@ Answer Init(Call& call) {
   uint64_t wanted = FUSE_ASYNC_READ | FUSE_ASYNC_DIO | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES |
                     FUSE_MAX_PAGES | FUSE_INIT_EXT | abi::kDirectIoAllowMmap;
   if (session.options().directory_root) wanted |= FUSE_PARALLEL_DIROPS | FUSE_DO_READDIRPLUS;
+  if (session.io_uring_enabled()) wanted |= abi::kOverIoUring;
   const uint64_t accepted = wanted & offered;
 
   struct fuse_init_out out;
@@ -74,7 +75,7 @@ Answer Init(Call& call) {
   out.time_gran = 1;
   out.max_pages = static_cast<uint16_t>(session.options().max_write / kPageSize);
 
-  session.MarkInitialized(out.minor);
+  session.MarkInitialized(out.minor, (accepted & abi::kOverIoUring) != 0);
   static log::RateLimit initialized;  // a guest may repeat INIT too
   log::Limited(
       initialized, log::Level::kInfo,
