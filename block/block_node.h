@@ -12,6 +12,7 @@
 #include <string>
 
 #include "block/io_request.h"
+#include "block/options.h"
 
 namespace bexd::block {
 
@@ -76,8 +77,9 @@ class BlockNode {
   // fuse/status_errno.h maps them back): a node that cannot resize (capabilities().resize false)
   // kPermissionDenied (EPERM), a size too large kOutOfRange (EFBIG).
   virtual absl::Status Truncate(uint64_t new_size) = 0;
-  // Creates an I/O context for the calling thread.
-  virtual absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() = 0;
+  // Creates an I/O context for the calling thread: the driver's queue, behind the generic
+  // detect-zeroes check when the node has it on (block_node.cc).
+  absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue();
   // A one-line description for logs (e.g. the file name and modes).
   virtual std::string description() const = 0;
   // The errno of the failed flush that makes every flush of this node fail from then on (the
@@ -91,11 +93,19 @@ class BlockNode {
   // the driver cannot tell, and then a format node reports its file child's. May block.
   virtual std::optional<uint64_t> AllocatedBytes() const { return std::nullopt; }
 
+  // QEMU's detect-zeroes, a property of every node whatever its driver. Set by OpenBlockNode()
+  // before the node is shared, so queues created later read it without a lock.
+  DetectZeroes detect_zeroes() const { return detect_zeroes_; }
+  void SetDetectZeroes(DetectZeroes mode) { detect_zeroes_ = mode; }
+
  protected:
   explicit BlockNode(std::string node_name) : node_name_(std::move(node_name)) {}
+  // The driver's I/O context for the calling thread (CreateQueue() wraps it).
+  virtual absl::StatusOr<std::unique_ptr<IoQueue>> CreateDriverQueue() = 0;
 
  private:
   std::string node_name_;
+  DetectZeroes detect_zeroes_ = DetectZeroes::kOff;
 };
 
 }  // namespace bexd::block

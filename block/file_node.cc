@@ -253,7 +253,7 @@ absl::Status FileNode::Truncate(uint64_t new_size) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<IoQueue>> FileNode::CreateQueue() {
+absl::StatusOr<std::unique_ptr<IoQueue>> FileNode::CreateDriverQueue() {
   auto queue = FileQueue::Create(shared_from_this());
   if (!queue.ok()) {
     return absl::Status(queue.status().code(), fmt::format("node '{}': {}", node_name(),

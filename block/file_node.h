@@ -31,7 +31,6 @@ class FileNode final : public BlockNode, public std::enable_shared_from_this<Fil
   uint32_t request_alignment() const override;
   Capabilities capabilities() const override;
   absl::Status Truncate(uint64_t new_size) override;
-  absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override;
   std::string description() const override;
   int flush_error() const override { return flush_error_.load(std::memory_order_acquire); }
   std::string filename() const override { return options_.filename; }
@@ -64,6 +63,9 @@ class FileNode final : public BlockNode, public std::enable_shared_from_this<Fil
     if (!flush && !(request.op == IoOp::kWrite && (request.flags & kIoFua))) return result;
     return SettleDurable(flush, result);
   }
+
+ protected:
+  absl::StatusOr<std::unique_ptr<IoQueue>> CreateDriverQueue() override;
 
  private:
   FileNode(std::string node_name, const FileOptions& options, bool read_only)

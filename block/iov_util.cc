@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "block/iov_util.h"
 
+#include <cstdint>
 #include <cstring>
 
 namespace bexd::block {
@@ -70,6 +71,56 @@ int SliceIov(const struct iovec* iov, int iovcnt, uint64_t position, struct iove
     position = 0;
   }
   return count;
+}
+
+namespace {
+
+uint64_t LoadWord(const unsigned char* bytes) {
+  uint64_t word;
+  std::memcpy(&word, bytes, sizeof(word));  // one unaligned load; no aliasing question
+  return word;
+}
+
+}  // namespace
+
+bool BufferIsZero(const void* data, size_t length) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  constexpr size_t kWord = sizeof(uint64_t);
+  if (length < kWord) {
+    for (size_t i = 0; i < length; ++i) {
+      if (bytes[i] != 0) return false;
+    }
+    return true;
+  }
+  // Data that is not zero almost always shows it in its first or last word.
+  if ((LoadWord(bytes) | LoadWord(bytes + length - kWord)) != 0) return false;
+  // Eight words OR-ed per step: no branch per word, and the compiler vectorizes the block.
+  constexpr size_t kBlock = 8 * kWord;
+  size_t at = 0;
+  for (; at + kBlock <= length; at += kBlock) {
+    uint64_t any = 0;
+    for (size_t word = 0; word < kBlock; word += kWord) any |= LoadWord(bytes + at + word);
+    if (any != 0) return false;
+  }
+  for (; at + kWord <= length; at += kWord) {
+    if (LoadWord(bytes + at) != 0) return false;
+  }
+  // The last partial word lies within the last full word, checked above.
+  return true;
+}
+
+bool IovIsZero(const struct iovec* iov, int iovcnt, uint64_t length) {
+  if (iovcnt <= 0 || iov == nullptr) return false;
+  uint64_t total = 0;
+  for (int i = 0; i < iovcnt; ++i) {
+    if (iov[i].iov_len > length - total) return false;
+    total += iov[i].iov_len;
+  }
+  if (total != length) return false;
+  for (int i = 0; i < iovcnt; ++i) {
+    if (!BufferIsZero(iov[i].iov_base, iov[i].iov_len)) return false;
+  }
+  return true;
 }
 
 }  // namespace bexd::block

@@ -30,6 +30,14 @@ class IovCursor {
   size_t within_ = 0;
 };
 
+// Whether every byte of [data, data + length) is zero. Word-wise, looking at the first word
+// before anything else, so typical data is rejected after one load.
+bool BufferIsZero(const void* data, size_t length);
+
+// Whether the iovec holds exactly `length` bytes, all zero. False for a malformed list (a
+// negative or missing vector, lengths that do not add up), which the driver then refuses.
+bool IovIsZero(const struct iovec* iov, int iovcnt, uint64_t length);
+
 // Zeroes every byte of the iovec from `position` to its end.
 void ZeroIovFrom(const struct iovec* iov, int iovcnt, uint64_t position);
 

@@ -79,7 +79,10 @@ class NullNode final : public BlockNode, public std::enable_shared_from_this<Nul
 
   std::string filename() const override { return "null-co://"; }
 
-  absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override {
+  const NullOptions& options() const { return options_; }
+
+ protected:
+  absl::StatusOr<std::unique_ptr<IoQueue>> CreateDriverQueue() override {
     int timer_fd = -1;
     if (options_.latency_ns > 0) {
       timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -90,8 +93,6 @@ class NullNode final : public BlockNode, public std::enable_shared_from_this<Nul
     }
     return std::make_unique<NullQueue>(shared_from_this(), timer_fd);
   }
-
-  const NullOptions& options() const { return options_; }
 
  private:
   NullOptions options_;

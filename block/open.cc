@@ -89,7 +89,7 @@ absl::StatusOr<std::shared_ptr<BlockNode>> OpenBlockNode(const BlockdevOptions& 
                                                          const NodeChildren& children) {
   const std::string& name = options.node_name;
   if (name.empty()) return absl::InvalidArgumentError("a block node needs a node-name");
-  return std::visit(
+  absl::StatusOr<std::shared_ptr<BlockNode>> node = std::visit(
       [&](const auto& driver) -> absl::StatusOr<std::shared_ptr<BlockNode>> {
         using Driver = std::decay_t<decltype(driver)>;
         if constexpr (std::is_same_v<Driver, NullOptions>) {
@@ -118,6 +118,8 @@ absl::StatusOr<std::shared_ptr<BlockNode>> OpenBlockNode(const BlockdevOptions& 
         }
       },
       options.driver);
+  if (node.ok()) (*node)->SetDetectZeroes(options.detect_zeroes);
+  return node;
 }
 
 absl::StatusOr<std::optional<BlockdevOptions>> ImageBackingOptions(

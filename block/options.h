@@ -23,6 +23,12 @@ enum class AioMode { kNative, kThreads, kIoUring };
 // QEMU's name for the mode (aio=...).
 const char* AioModeName(AioMode aio);
 enum class DiscardMode { kIgnore, kUnmap };
+// QEMU's detect-zeroes: a write whose data is all zeroes becomes a write-zeroes request (on), one
+// that may also free the range (unmap; QEMU allows it only with discard=unmap).
+enum class DetectZeroes { kOff, kOn, kUnmap };
+
+// QEMU's name for the mode (detect-zeroes=..., query-named-block-nodes' detect_zeroes).
+const char* DetectZeroesName(DetectZeroes mode);
 enum class LockingMode { kAuto, kOn, kOff };
 
 struct FileOptions {
@@ -82,6 +88,9 @@ struct NbdOptions {
   std::string port;         // inet: a number or a service name, as QEMU takes it
   std::string path;         // unix: the socket
   std::string export_name;  // `export`; empty: the server's default export
+  // ignore: discards complete without reaching the server and write-zeroes keep the range
+  // allocated (NBD_CMD_FLAG_NO_HOLE); unmap: trims and unmapping zero writes are sent.
+  DiscardMode discard = DiscardMode::kIgnore;
   // Seconds that requests wait for a lost connection to come back before they fail with EIO.
   uint32_t reconnect_delay = 0;
   bool operator==(const NbdOptions&) const = default;
@@ -130,6 +139,8 @@ struct BlockdevOptions {
   // QEMU's auto-read-only: a node not asked to be read-only opens read-only when its image cannot
   // be opened for writing (read-only file system, no permission).
   bool auto_read_only = false;
+  // Applies to writes submitted to this node's queues, whatever the driver (block_node.cc).
+  DetectZeroes detect_zeroes = DetectZeroes::kOff;
   std::variant<NullOptions, FileOptions, RawOptions, Qcow2Options, RbdOptions, NbdOptions> driver;
   std::optional<ChildRef> file;     // format drivers' protocol child
   std::optional<ChildRef> backing;  // qcow2; unset: the one the image header names

@@ -81,7 +81,7 @@ absl::Status RawNode::Truncate(uint64_t new_size) {
   return file_->Truncate(options_.offset + new_size);
 }
 
-absl::StatusOr<std::unique_ptr<IoQueue>> RawNode::CreateQueue() {
+absl::StatusOr<std::unique_ptr<IoQueue>> RawNode::CreateDriverQueue() {
   absl::StatusOr<std::unique_ptr<IoQueue>> child = file_->CreateQueue();
   if (!child.ok()) return child.status();
   return std::unique_ptr<IoQueue>(new RawQueue(shared_from_this(), *std::move(child)));

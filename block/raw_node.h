@@ -35,12 +35,14 @@ class RawNode final : public BlockNode, public std::enable_shared_from_this<RawN
   Capabilities capabilities() const override;
   // Resizes the child to offset + new_size; refused when the options fixed the size.
   absl::Status Truncate(uint64_t new_size) override;
-  absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override;
   std::string description() const override;
   std::string filename() const override { return file_->filename(); }
 
   uint64_t offset() const { return options_.offset; }
   DiscardMode discard() const { return options_.discard; }
+
+ protected:
+  absl::StatusOr<std::unique_ptr<IoQueue>> CreateDriverQueue() override;
 
  private:
   RawNode(std::string node_name, const RawOptions& options, bool read_only,

@@ -151,6 +151,10 @@ int Main(int argc, char** argv) {
     std::fputs(UsageText().c_str(), stdout);
     return 0;
   }
+  if (!command_line->item_help.empty()) {
+    std::fputs(command_line->item_help.c_str(), stdout);
+    return 0;
+  }
   if (command_line->version) {
     std::printf("bexd %s\n", BEXD_VERSION);
     return 0;

@@ -62,7 +62,7 @@ absl::Status MemoryNode::Truncate(uint64_t new_size) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<block::IoQueue>> MemoryNode::CreateQueue() {
+absl::StatusOr<std::unique_ptr<block::IoQueue>> MemoryNode::CreateDriverQueue() {
   return std::unique_ptr<block::IoQueue>(new MemoryQueue(shared_from_this()));
 }
 

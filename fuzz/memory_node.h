@@ -23,11 +23,13 @@ class MemoryNode final : public block::BlockNode, public std::enable_shared_from
   uint64_t size() const override { return size_.load(std::memory_order_acquire); }
   bool read_only() const override { return read_only_; }
   absl::Status Truncate(uint64_t new_size) override;
-  absl::StatusOr<std::unique_ptr<block::IoQueue>> CreateQueue() override;
   std::string description() const override { return "memory '" + node_name() + "'"; }
 
   // Runs one request at once; its result.
   int64_t Execute(block::IoRequest* request);
+
+ protected:
+  absl::StatusOr<std::unique_ptr<block::IoQueue>> CreateDriverQueue() override;
 
  private:
   const bool read_only_;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "util/unix_socket_listener.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,6 +25,8 @@ absl::Status PathError(const std::string& path, std::string_view what, int error
 absl::Status Refused(const std::string& path, std::string_view why) {
   return absl::FailedPreconditionError(fmt::format("socket '{}': {}", path, why));
 }
+
+int OpenReserve() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
 bool SameFile(const struct stat& a, const struct stat& b) {
   return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
@@ -96,11 +99,20 @@ absl::StatusOr<UnixSocketListener> UnixSocketListener::Listen(const std::string&
   return listener;
 }
 
+UnixSocketListener::UnixSocketListener(std::string path, util::UniqueFd fd, dev_t device,
+                                       ino_t inode)
+    : path_(std::move(path)),
+      fd_(std::move(fd)),
+      device_(device),
+      inode_(inode),
+      reserve_(OpenReserve()) {}
+
 UnixSocketListener::UnixSocketListener(UnixSocketListener&& other) noexcept
     : path_(std::move(other.path_)),
       fd_(std::move(other.fd_)),
       device_(other.device_),
-      inode_(other.inode_) {}
+      inode_(other.inode_),
+      reserve_(std::move(other.reserve_)) {}
 
 UnixSocketListener& UnixSocketListener::operator=(UnixSocketListener&& other) noexcept {
   if (this != &other) {
@@ -109,8 +121,39 @@ UnixSocketListener& UnixSocketListener::operator=(UnixSocketListener&& other) no
     fd_ = std::move(other.fd_);
     device_ = other.device_;
     inode_ = other.inode_;
+    reserve_ = std::move(other.reserve_);
   }
   return *this;
+}
+
+absl::StatusOr<util::UniqueFd> UnixSocketListener::Accept(absl::FunctionRef<void(int fd)> shed) {
+  for (;;) {
+    util::UniqueFd connection(::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (connection) return connection;
+    const int error = errno;
+    if (error == EINTR || error == ECONNABORTED) continue;
+    if (error == EAGAIN || error == EWOULDBLOCK) {
+      return absl::UnavailableError(fmt::format("socket '{}': no connection is pending", path_));
+    }
+    if (error != EMFILE && error != ENFILE) {
+      return absl::InternalError(
+          fmt::format("socket '{}': accept: {}", path_, std::strerror(error)));
+    }
+    if (!reserve_) reserve_ = util::UniqueFd(OpenReserve());
+    if (!reserve_) {
+      return absl::FailedPreconditionError(fmt::format(
+          "socket '{}': out of file descriptors ({}), with none in reserve to refuse the client",
+          path_, std::strerror(error)));
+    }
+    reserve_.Reset();
+    util::UniqueFd refused(::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (refused) shed(refused.get());
+    refused.Reset();
+    reserve_ = util::UniqueFd(OpenReserve());
+    return absl::ResourceExhaustedError(
+        fmt::format("socket '{}': out of file descriptors ({}); refused a client", path_,
+                    std::strerror(error)));
+  }
 }
 
 UnixSocketListener::~UnixSocketListener() { Close(); }

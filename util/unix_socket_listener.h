@@ -9,6 +9,7 @@
 // It lives in export/ because the exports need it and cli/ may use export/, not the reverse.
 #pragma once
 
+#include <absl/functional/function_ref.h>
 #include <absl/status/statusor.h>
 #include <sys/types.h>
 
@@ -33,19 +34,27 @@ class UnixSocketListener {
   int fd() const { return fd_.get(); }
   const std::string& path() const { return path_; }
 
+  // Accepts one pending connection, non-blocking and close-on-exec. Unavailable when none is
+  // pending. When the process is out of descriptors the listener would stay readable and a poll
+  // loop spin on it, so the pending connection is accepted into a descriptor held in reserve,
+  // handed to `shed` (which may write a last line to it) and closed: ResourceExhausted, and the
+  // caller may accept again. FailedPrecondition when even the reserve is gone: the caller should
+  // stop polling the listener until it has closed a descriptor of its own.
+  absl::StatusOr<util::UniqueFd> Accept(absl::FunctionRef<void(int fd)> shed);
+
   // Stops listening and removes the socket file, unless the path now names another file (a
   // process that replaced the socket owns what is there). Idempotent.
   void Close();
 
  private:
-  UnixSocketListener(std::string path, util::UniqueFd fd, dev_t device, ino_t inode)
-      : path_(std::move(path)), fd_(std::move(fd)), device_(device), inode_(inode) {}
+  UnixSocketListener(std::string path, util::UniqueFd fd, dev_t device, ino_t inode);
 
   std::string path_;
   util::UniqueFd fd_;
   // The socket file bind() created, to recognise it on Close().
   dev_t device_ = 0;
   ino_t inode_ = 0;
+  util::UniqueFd reserve_;  // /dev/null, given up to shed a connection when out of descriptors
 };
 
 }  // namespace bexd::exports

@@ -135,6 +135,7 @@ void NbdConnection::Issue(IoRequest* request) {
   state->extent_seen = false;
   nbd_handle* handle = handle_.get();
   const uint64_t size = info_.size;
+  const bool unmap = link_.options.discard == DiscardMode::kUnmap;
   switch (request->op) {
     case IoOp::kRead:
       IssueData(request, 0);
@@ -160,12 +161,12 @@ void NbdConnection::Issue(IoRequest* request) {
       }
       break;
     case IoOp::kDiscard:
-      // A hint the server may not take.
-      if (info_.can_trim) IssueRanges(request, 0);
+      // A hint the server may not take, and with discard=ignore (QEMU's default) none is sent.
+      if (info_.can_trim && unmap) IssueRanges(request, 0);
       break;
     case IoOp::kWriteZeroes:
       if (info_.can_zero) {
-        IssueRanges(request, (request->flags & kIoMayUnmap) ? 0 : LIBNBD_CMD_FLAG_NO_HOLE);
+        IssueRanges(request, (request->flags & kIoMayUnmap) && unmap ? 0 : LIBNBD_CMD_FLAG_NO_HOLE);
       } else {
         IssueZeroWrites(request);
       }

@@ -77,7 +77,8 @@ uint32_t NbdNode::request_alignment() const {
 Capabilities NbdNode::capabilities() const {
   const NbdServerInfo& offered = link_.opened;
   Capabilities capabilities;
-  capabilities.discard = !read_only_ && offered.can_trim;
+  capabilities.discard =
+      !read_only_ && offered.can_trim && link_.options.discard == DiscardMode::kUnmap;
   capabilities.block_status = offered.block_status;
   capabilities.flush = !read_only_ && offered.can_flush;
   capabilities.resize = false;
@@ -105,7 +106,7 @@ absl::StatusOr<NbdHandle> NbdNode::QueueConnection() {
   return handle;
 }
 
-absl::StatusOr<std::unique_ptr<IoQueue>> NbdNode::CreateQueue() {
+absl::StatusOr<std::unique_ptr<IoQueue>> NbdNode::CreateDriverQueue() {
   if (connection_thread_ != nullptr) {
     const int event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (event_fd < 0) {

@@ -33,18 +33,20 @@ class NbdNode final : public BlockNode, public std::enable_shared_from_this<NbdN
   // The server's minimum block size; without one, QEMU's assumption (1 when the server reports
   // block status, else 512).
   uint32_t request_alignment() const override;
-  // What the server offered at open: trim, base:allocation block status, flush. Write-zeroes and
-  // FUA always work (written zeroes, a flush after the write where the server lacks them); the
-  // size is the server's.
+  // What the server offered at open: trim (used only with discard=unmap), base:allocation block
+  // status, flush. Write-zeroes and FUA always work (written zeroes, a flush after the write where
+  // the server lacks them); the size is the server's.
   Capabilities capabilities() const override;
   // An NBD export's size is the server's: only "resizing" to the same size succeeds, as in QEMU.
   absl::Status Truncate(uint64_t new_size) override;
-  absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override;
   std::string description() const override;
   std::string filename() const override { return NbdFilename(link_.options); }
 
   // One connection per queue thread (the server allows multi-conn) or one shared connection.
   bool multi_conn() const { return connection_thread_ == nullptr; }
+
+ protected:
+  absl::StatusOr<std::unique_ptr<IoQueue>> CreateDriverQueue() override;
 
  private:
   NbdNode(std::string node_name, const NbdOptions& options, const NbdServerInfo& opened,

@@ -165,7 +165,7 @@ absl::Status Qcow2Node::Truncate(uint64_t new_size) {
   return engine_->Resize(new_size);
 }
 
-absl::StatusOr<std::unique_ptr<IoQueue>> Qcow2Node::CreateQueue() {
+absl::StatusOr<std::unique_ptr<IoQueue>> Qcow2Node::CreateDriverQueue() {
   if (closed_) {
     return absl::FailedPreconditionError(
         fmt::format("node '{}': the image is closed", node_name()));

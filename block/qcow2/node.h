@@ -57,7 +57,6 @@ class Qcow2Node final : public BlockNode, public std::enable_shared_from_this<Qc
   uint32_t request_alignment() const override;
   Capabilities capabilities() const override;
   absl::Status Truncate(uint64_t new_size) override;
-  absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override;
   std::string description() const override;
   std::string filename() const override { return file()->filename(); }
 
@@ -72,6 +71,9 @@ class Qcow2Node final : public BlockNode, public std::enable_shared_from_this<Qc
   bool corrupt() const;
   // The header's dirty bit is set: the refcounts need a repair if bexd stops without Close().
   bool dirty() const;
+
+ protected:
+  absl::StatusOr<std::unique_ptr<IoQueue>> CreateDriverQueue() override;
 
  private:
   Qcow2Node(std::string node_name, Qcow2ImageInfo info);

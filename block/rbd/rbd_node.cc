@@ -188,7 +188,7 @@ absl::Status RbdNode::Truncate(uint64_t new_size) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<IoQueue>> RbdNode::CreateQueue() {
+absl::StatusOr<std::unique_ptr<IoQueue>> RbdNode::CreateDriverQueue() {
   absl::StatusOr<std::unique_ptr<RbdQueue>> queue = RbdQueue::Create(shared_from_this());
   if (!queue.ok()) return queue.status();
   return std::unique_ptr<IoQueue>(*std::move(queue));

@@ -44,13 +44,15 @@ class RbdNode final : public BlockNode, public std::enable_shared_from_this<RbdN
   Capabilities capabilities() const override;
   // rbd_resize; growing and shrinking both work (QEMU's block_resize, a growable export).
   absl::Status Truncate(uint64_t new_size) override;
-  absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue() override;
   std::string description() const override;
   // QEMU's legacy form, without options: rbd:pool/[namespace/]image[@snapshot].
   std::string filename() const override;
 
   const RbdOptions& options() const { return options_; }
   rbd_image_t image() const { return image_; }
+
+ protected:
+  absl::StatusOr<std::unique_ptr<IoQueue>> CreateDriverQueue() override;
 
  private:
   RbdNode(std::string node_name, const RbdOptions& options, bool read_only)

@@ -2,6 +2,7 @@
 #include "cli/config/blockdev_schema.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/config/json_text.h"
 #include "cli/config/names.h"
@@ -224,8 +225,9 @@ absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax synt
   reader.Bool("read-only", &options.read_only);
   reader.Bool("auto-read-only", &options.auto_read_only);
 
-  // QEMU accepts the cache and discard options for every driver: `file` acts on all of them,
-  // format drivers on discard, and children defined inline inherit them.
+  // QEMU accepts the cache, discard and detect-zeroes options for every driver: `file` acts on
+  // all of them, the other drivers on discard, the block layer on detect-zeroes
+  // (block/block_node.cc), and children defined inline inherit the cache options.
   bool cache_direct = false;
   bool cache_no_flush = false;
   DiscardMode discard = DiscardMode::kIgnore;
@@ -237,6 +239,17 @@ absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax synt
                {"off", DiscardMode::kIgnore},
                {"unmap", DiscardMode::kUnmap},
                {"on", DiscardMode::kUnmap}});
+  reader.Enum("detect-zeroes", &options.detect_zeroes,
+              {{"off", block::DetectZeroes::kOff},
+               {"on", block::DetectZeroes::kOn},
+               {"unmap", block::DetectZeroes::kUnmap}});
+  if (reader.ok() && options.detect_zeroes == block::DetectZeroes::kUnmap &&
+      discard != DiscardMode::kUnmap) {
+    // QEMU's text (bdrv_parse_detect_zeroes); it refuses this rather than acting as `on`.
+    reader.Fail("detect-zeroes",
+                "setting detect-zeroes to unmap is not allowed without setting discard operation "
+                "to unmap");
+  }
 
   if (driver == "file" || driver == "host_device") {
     block::FileOptions file = ReadFileOptions(reader);
@@ -265,13 +278,12 @@ absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax synt
     rbd.discard = discard;
     options.driver = std::move(rbd);
   } else if (driver == "nbd") {
-    options.driver = ReadNbdOptions(reader);
+    block::NbdOptions nbd = ReadNbdOptions(reader);
+    nbd.discard = discard;
+    options.driver = std::move(nbd);
   } else if (reader.ok()) {
-    reader.Fail(
-        "driver",
-        "'" + driver +
-            "' is not supported by bexd (supported: file, host_device, null-co, raw, qcow2, "
-            "rbd, nbd)");
+    reader.Fail("driver", fmt::format("'{}' is not supported by bexd (supported: {})", driver,
+                                      fmt::join(kBlockDrivers, ", ")));
   }
   absl::Status status = reader.Finish();
   if (!status.ok()) return status;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 
+#include "cli/config/item_help.h"
 #include "cli/config/json_text.h"
 #include "cli/config/keyval.h"
 #include "cli/config/paths.h"
@@ -117,6 +118,11 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string_view>
     }
     absl::Status status;
     if (item != nullptr) {
+      if (std::optional<std::string> help = ItemHelp(item->name, value)) {
+        // As QEMU, the first help request ends the parsing: nothing after it is looked at.
+        command_line.item_help = *std::move(help);
+        return command_line;
+      }
       status = AddItem(&command_line, item, value);
     } else if (name == "config") {
       status = AddConfigFile(&command_line, std::string(value));
@@ -149,9 +155,11 @@ std::string UsageText() {
 Exports block nodes (image files, null devices, raw windows of them) as a file over FUSE or to
 virtio-fs guests through vhost-user-fs. Options take QEMU's key=value syntax or a JSON object.
 
-  --blockdev driver=file,node-name=NAME,filename=PATH[,aio=native|threads]
+  --blockdev driver=file,node-name=NAME,filename=PATH[,aio=native|threads|io_uring]
              [,cache.direct=on|off][,cache.no-flush=on|off][,read-only=on|off]
              [,discard=ignore|unmap][,locking=auto|on|off]
+             every driver also takes discard= and detect-zeroes=off|on|unmap (unmap needs
+             discard=unmap)
   --blockdev driver=null-co,node-name=NAME[,size=SIZE][,read-zeroes=on|off][,latency-ns=NS]
   --blockdev driver=raw,node-name=NAME,file=NODE[,offset=BYTES][,size=BYTES][,discard=...]
              a child is a node name or defined inline: file.driver=file,file.filename=PATH
@@ -181,6 +189,9 @@ virtio-fs guests through vhost-user-fs. Options take QEMU's key=value syntax or 
   --daemonize                   detach once start-up succeeded (the parent reports errors)
   --log-level error|warn|info|debug
   --demo, --demo-dir DIR        export a 64 MiB demo image (the default with no options)
+  --object help, --object TYPE,help, --blockdev help, --export help
+                                list the object types, a type's options, the block drivers,
+                                the export types
   -h, --help                    this text
   -V, --version                 print the version
 Full reference: docs/usage.md

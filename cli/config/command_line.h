@@ -17,6 +17,8 @@ namespace bexd::cli {
 struct CommandLine {
   DaemonConfig config;
   bool help = false;
+  // What a `help` value of an item option asked for (item_help.h); printed instead of running.
+  std::string item_help;
   bool version = false;
   bool daemonize = false;
   bool demo = false;

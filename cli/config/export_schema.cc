@@ -6,6 +6,7 @@
 #include <sys/un.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cerrno>
 #include <cstring>
@@ -155,9 +156,8 @@ absl::StatusOr<ExportSpec> ParseExportOptions(const nlohmann::json& object, Synt
   } else if (type == "vhost-user-fs") {
     options.transport = ReadVhostUserFsOptions(reader, options.node_name, spec.iothreads);
   } else if (reader.ok()) {
-    reader.Fail(
-        "type",
-        fmt::format("'{}' is not supported by bexd (supported: fuse, vhost-user-fs)", type));
+    reader.Fail("type", fmt::format("'{}' is not supported by bexd (supported: {})", type,
+                                    fmt::join(kExportTypes, ", ")));
   }
   absl::Status status = reader.Finish();
   if (!status.ok()) return status;

@@ -6,12 +6,16 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/config/option_reader.h"
 #include "export/options.h"
 
 namespace bexd::cli {
+
+// The export types --export takes.
+inline constexpr std::string_view kExportTypes[] = {"fuse", "vhost-user-fs"};
 
 struct ExportSpec {
   exports::ExportOptions options;

@@ -89,18 +89,22 @@ absl::Status VhostUserFsExport::Listen() {
 
 void VhostUserFsExport::ServeConnections() {
   for (;;) {
+    // Out of descriptors with none to refuse a client with, the listener stays readable: leave it
+    // out of the poll for a while instead of spinning on it.
+    constexpr int kOutOfDescriptorsRetryMs = 500;
     struct pollfd fds[3] = {{stop_fd_.get(), POLLIN, 0},
-                            {listener_.fd(), POLLIN, 0},
-                            {connection_fd_.get(), POLLIN, 0}};
-    int n = poll(fds, connection_fd_ ? 3 : 2, -1);
+                            {connection_fd_.get(), POLLIN, 0},
+                            {listener_.fd(), POLLIN, 0}};
+    const nfds_t count = listener_stuck_ ? 2 : 3;
+    int n = poll(fds, count, listener_stuck_ ? kOutOfDescriptorsRetryMs : -1);
     if (n < 0) {
       if (errno == EINTR) continue;
       log::Error("export '{}': poll: {}", id(), strerror(errno));
       break;
     }
     if (fds[0].revents) break;
-    if (connection_fd_ && fds[2].revents != 0 && !ServeMessage()) Disconnect();
-    if (fds[1].revents & POLLIN) Accept();
+    if (connection_fd_ && fds[1].revents != 0 && !ServeMessage()) Disconnect();
+    if (listener_stuck_ || (fds[2].revents & POLLIN)) Accept();
   }
   Disconnect();
 }
@@ -111,12 +115,15 @@ void VhostUserFsExport::Accept() {
   while (connection_fd_ && Readable(connection_fd_.get())) {
     if (!ServeMessage()) Disconnect();
   }
-  util::UniqueFd connection(
-      accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
   // Whoever can reach the socket can connect: every line here is rate-limited.
-  if (!connection) {
+  absl::StatusOr<util::UniqueFd> connection = listener_.Accept([](int) {});
+  listener_stuck_ = absl::IsFailedPrecondition(connection.status());
+  if (!connection.ok()) {
     static log::RateLimit accept_limit;
-    log::Limited(accept_limit, log::Level::kWarn, "export '{}': accept: {}", id(), strerror(errno));
+    if (!absl::IsUnavailable(connection.status())) {
+      log::Limited(accept_limit, log::Level::kWarn, "export '{}': {}", id(),
+                   std::string(connection.status().message()));
+    }
   } else if (connection_fd_) {
     static log::RateLimit second_limit;
     log::Limited(second_limit, log::Level::kWarn,
@@ -124,7 +131,7 @@ void VhostUserFsExport::Accept() {
   } else {
     static log::RateLimit connected_limit;
     log::Limited(connected_limit, log::Level::kInfo, "export '{}': frontend connected", id());
-    connection_fd_ = std::move(connection);
+    connection_fd_ = *std::move(connection);
     connected_.store(true, std::memory_order_relaxed);
   }
 }

@@ -62,6 +62,7 @@ class VhostUserFsExport final : public Export {
   UnixSocketListener listener_;
   util::UniqueFd stop_fd_;        // an eventfd: readable once Stop() begins
   util::UniqueFd connection_fd_;  // the socket thread's only
+  bool listener_stuck_ = false;   // out of descriptors, none in reserve: the socket thread's only
   std::atomic<bool> connected_{false};
   std::thread thread_;
   std::mutex stop_mutex_;

@@ -95,11 +95,13 @@ class NbdNodeTest : public ::testing::Test {
     return server_.get();
   }
 
-  NbdOptions Options(uint32_t reconnect_delay = 0) const {
+  NbdOptions Options(uint32_t reconnect_delay = 0,
+                     DiscardMode discard = DiscardMode::kIgnore) const {
     NbdOptions options;
     options.transport = NbdOptions::Transport::kUnix;
     options.path = socket_;
     options.reconnect_delay = reconnect_delay;
+    options.discard = discard;
     return options;
   }
 
@@ -142,9 +144,11 @@ TEST_F(NbdNodeTest, ReportsWhatTheServerOffers) {
   EXPECT_EQ(node->request_alignment(), 1u);
   EXPECT_EQ(node->filename(), "nbd+unix://?socket=" + socket_);
   EXPECT_TRUE(std::static_pointer_cast<NbdNode>(node)->multi_conn());
-  // nbdkit's memory plugin trims, flushes and reports block status.
+  // nbdkit's memory plugin trims, flushes and reports block status; trims are sent only with
+  // discard=unmap (QEMU's default is ignore).
   const Capabilities capabilities = node->capabilities();
-  EXPECT_TRUE(capabilities.discard);
+  EXPECT_FALSE(capabilities.discard);
+  EXPECT_TRUE(OpenOrFail(Options(0, DiscardMode::kUnmap))->capabilities().discard);
   EXPECT_TRUE(capabilities.write_zeroes);
   EXPECT_TRUE(capabilities.block_status);
   EXPECT_TRUE(capabilities.flush);
@@ -296,7 +300,7 @@ INSTANTIATE_TEST_SUITE_P(Connections, NbdDataTest,
 // trims by punching holes and writes zeroes with fallocate.
 TEST_F(NbdNodeTest, TrimWriteZeroesAndBlockStatus) {
   ASSERT_NE(StartFileServer(Connections::kPerQueue), nullptr);
-  auto node = OpenOrFail(Options());
+  auto node = OpenOrFail(Options(0, DiscardMode::kUnmap));
   ASSERT_NE(node, nullptr);
   auto queue = Queue(*node);
   ASSERT_NE(queue, nullptr);
@@ -335,6 +339,31 @@ TEST_F(NbdNodeTest, TrimWriteZeroesAndBlockStatus) {
   EXPECT_EQ(std::vector<unsigned char>(back.begin() + 2 * 65536, back.end()),
             std::vector<unsigned char>(pattern.begin() + kMiB + 2 * 65536,
                                        pattern.begin() + kMiB + 3 * 65536));
+}
+
+// discard=ignore (QEMU's default): a discard completes without reaching the server, and a
+// write-zeroes that may unmap is sent with NO_HOLE, so the server keeps the range allocated.
+TEST_F(NbdNodeTest, DiscardIgnoreSendsNoTrimAndNoUnmap) {
+  ASSERT_NE(StartFileServer(Connections::kPerQueue), nullptr);
+  auto node = OpenOrFail(Options());
+  ASSERT_NE(node, nullptr);
+  auto queue = Queue(*node);
+  ASSERT_NE(queue, nullptr);
+  std::vector<unsigned char> pattern = Pattern(2 * kMiB, 5);
+  ASSERT_EQ(WriteAt(*queue, pattern.data(), pattern.size(), kMiB), int64_t(2 * kMiB));
+  bool data = false;
+  EXPECT_EQ(RunOne(*queue, IoOp::kDiscard, kMiB, kMiB), int64_t(kMiB));
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, kMiB, kMiB, nullptr, 0, 0, &data), int64_t(kMiB));
+  EXPECT_TRUE(data);
+  std::vector<unsigned char> back(kMiB);
+  ASSERT_EQ(ReadAt(*queue, back.data(), back.size(), kMiB), int64_t(kMiB));
+  EXPECT_TRUE(std::equal(back.begin(), back.end(), pattern.begin())) << "the discard was sent";
+  EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 2 * kMiB, 65536, nullptr, 0, kIoMayUnmap), 65536);
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 2 * kMiB, 65536, nullptr, 0, 0, &data), 65536);
+  EXPECT_TRUE(data);
+  ASSERT_EQ(ReadAt(*queue, back.data(), 65536, 2 * kMiB), 65536);
+  EXPECT_EQ(std::vector<unsigned char>(back.begin(), back.begin() + 65536),
+            std::vector<unsigned char>(65536, 0));
 }
 
 // Servers without WRITE_ZEROES get zeroes written; without block status, everything is data.

@@ -90,12 +90,14 @@ TEST_F(Qcow2DamageTest, UnsupportedFeaturesAreNamed) {
              " 1M >/dev/null");
   ExpectOpenFails(data_file, true, "unsupported qcow2 feature(s): external data file");
 
-  std::string encrypted = dir_.path() + "/encrypted.qcow2";
-  RunCommand(
-      "qemu-img create --object secret,id=sec0,data=secret -f qcow2 -o "
-      "encrypt.format=luks,encrypt.key-secret=sec0,encrypt.iter-time=10 " +
-      encrypted + " 1M >/dev/null");
-  ExpectOpenFails(encrypted, true, "unsupported qcow2 feature(s): encryption (LUKS)");
+  // The encryption method is set in the header rather than by qemu-img's LUKS support, which
+  // failed on a CI machine without saying why; the refusal depends only on the header field.
+  for (auto [method, name] : {std::pair{1u, "encryption (AES)"}, std::pair{2u, "encryption (LUKS)"},
+                              std::pair{7u, "encryption (method 7)"}}) {
+    image = Image();
+    PutBe32(image, qcow2::field::kCryptMethod, method);
+    ExpectOpenFails(image, true, std::string("unsupported qcow2 feature(s): ") + name);
+  }
 }
 
 TEST_F(Qcow2DamageTest, TruncatedImageFailsToOpen) {

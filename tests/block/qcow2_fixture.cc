@@ -94,27 +94,6 @@ int64_t FirstDifference(const std::vector<unsigned char>& a, const std::vector<u
   return a.size() == b.size() ? -1 : static_cast<int64_t>(n);
 }
 
-CheckResult QemuCheck(const std::string& image) {
-  CheckResult result;
-  std::string command = "qemu-img check --output=json '" + image + "' 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  char buffer[4096];
-  size_t n;
-  while (pipe != nullptr && (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
-    result.output.append(buffer, n);
-  }
-  int status = pipe != nullptr ? pclose(pipe) : -1;
-  result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  auto json = nlohmann::json::parse(result.output, nullptr, false);
-  if (json.is_object()) {
-    result.corruptions = json.value("corruptions", uint64_t{0});
-    result.leaks = json.value("leaks", uint64_t{0});
-  } else {
-    ADD_FAILURE() << "qemu-img check gave no JSON: " << result.output;
-  }
-  return result;
-}
-
 void WriteWithDepth(BlockNode& node, const std::vector<PlannedWrite>& writes, int depth) {
   auto queue = MakeQueue(node);
   ASSERT_NE(queue, nullptr);

@@ -13,6 +13,7 @@
 
 #include "block/block_node.h"
 #include "block/options.h"
+#include "tests/support/qemu_check.h"
 #include "tests/support/scratch_dir.h"
 
 namespace bexd::block::testing {
@@ -44,14 +45,8 @@ std::vector<unsigned char> QemuContents(const std::string& image, const ScratchD
 // The first offset where two byte vectors differ, or -1 (with a size mismatch: the shorter size).
 int64_t FirstDifference(const std::vector<unsigned char>& a, const std::vector<unsigned char>& b);
 
-// `qemu-img check` output as JSON, and whether it reports no corruption (and no leaks).
-struct CheckResult {
-  int exit_status = 0;
-  std::string output;
-  uint64_t corruptions = 0;
-  uint64_t leaks = 0;
-};
-CheckResult QemuCheck(const std::string& image);
+using bexd::testing::CheckResult;
+using bexd::testing::QemuCheck;
 
 struct PlannedWrite {
   uint64_t offset;

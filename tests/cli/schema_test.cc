@@ -155,16 +155,15 @@ TEST(BlockdevSchemaTest, KeyvalErrorsNameTheKey) {
   EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=x,aio=posix"), Syntax::kKeyval),
             "aio: expected one of native, threads, io_uring; got \"posix\"");
   EXPECT_EQ(BlockdevError(Keyval("driver=vmdk,node-name=d"), Syntax::kKeyval),
-            "driver: 'vmdk' is not supported by bexd (supported: file, host_device, null-co, raw, "
-            "qcow2, rbd, nbd)");
+            "driver: 'vmdk' is not supported by bexd (supported: file, host_device, nbd, null-co, "
+            "qcow2, raw, rbd)");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=d,latency-ns=-1"), Syntax::kKeyval),
             "latency-ns: expected a non-negative integer, got \"-1\"");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=9d"), Syntax::kKeyval),
             "node-name: '9d' must start with a letter (then letters, digits, -, . or _)");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=d,filename=x"), Syntax::kKeyval),
-            "filename: unknown option (known here: auto-read-only, cache, discard, driver, "
-            "latency-ns, node-name, "
-            "read-only, read-zeroes, size)");
+            "filename: unknown option (known here: auto-read-only, cache, detect-zeroes, discard, "
+            "driver, latency-ns, node-name, read-only, read-zeroes, size)");
   EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=x,cache.writeback=on"),
                           Syntax::kKeyval),
             "cache.writeback: unknown option (known here: direct, no-flush)");
@@ -236,13 +235,11 @@ TEST(BlockdevSchemaTest, NbdErrors) {
                                  "reconnect-delay=-1"),
                           Syntax::kKeyval),
             "reconnect-delay: expected a non-negative integer, got \"-1\"");
-  EXPECT_EQ(
-      BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
-                           "open-timeout=5"),
-                    Syntax::kKeyval),
-      "open-timeout: unknown option (known here: auto-read-only, cache, discard, driver, export, "
-      "node-name, "
-      "read-only, reconnect-delay, server, tls-creds)");
+  EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
+                                 "open-timeout=5"),
+                          Syntax::kKeyval),
+            "open-timeout: unknown option (known here: auto-read-only, cache, detect-zeroes, "
+            "discard, driver, export, node-name, read-only, reconnect-delay, server, tls-creds)");
 }
 
 TEST_F(SchemaTest, FuseExportFromKeyvalAsQsdWritesIt) {

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "tests/control/control_fixture.h"
-#include "tests/control/process_stats.h"
+#include "tests/support/process_stats.h"
 
 namespace bexd::testing {
 namespace {

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "tests/control/control_fixture.h"
-#include "tests/control/process_stats.h"
+#include "tests/support/process_stats.h"
 
 namespace bexd::testing {
 namespace {

@@ -51,6 +51,18 @@ std::vector<uint8_t> ReadWholeFile(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
 }
 
+std::vector<uint8_t> WritePatternFile(const std::string& path, uint64_t size, uint32_t seed) {
+  std::vector<uint8_t> bytes(size);
+  FillPattern(bytes.data(), bytes.size(), 0, seed);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  EXPECT_GE(fd, 0) << path << ": " << std::strerror(errno);
+  if (fd < 0) return bytes;
+  EXPECT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  EXPECT_EQ(::fsync(fd), 0) << path << ": " << std::strerror(errno);
+  ::close(fd);
+  return bytes;
+}
+
 uint64_t FileSize(const std::string& path) {
   struct stat st;
   EXPECT_EQ(::stat(path.c_str(), &st), 0) << path << ": " << std::strerror(errno);

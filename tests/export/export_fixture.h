@@ -43,6 +43,9 @@ struct AlignedBuffer {
 };
 
 std::vector<uint8_t> ReadWholeFile(const std::string& path);
+// Creates `path` holding `size` bytes of the pattern `seed`, written and fsync'ed (so it is
+// allocated on disk); returns the bytes.
+std::vector<uint8_t> WritePatternFile(const std::string& path, uint64_t size, uint32_t seed);
 uint64_t FileSize(const std::string& path);
 // Whether a FUSE file system is mounted on `path` now.
 bool IsFuseMounted(const std::string& path);

@@ -33,15 +33,7 @@ class PunchHoleTest : public FuseExportTest,
 TEST_P(PunchHoleTest, PunchedRangeReadsAsZeroesAndIsFreedOnlyWithUnmap) {
   const bool unmap = GetParam() == block::DiscardMode::kUnmap;
   const std::string image = scratch_.path() + "/image";
-  std::vector<uint8_t> bytes(kImageSize);
-  FillPattern(bytes.data(), bytes.size(), 0, 3);
-  {
-    const int fd = ::open(image.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    ASSERT_GE(fd, 0) << std::strerror(errno);
-    ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
-    ASSERT_EQ(::fsync(fd), 0);
-    ::close(fd);
-  }
+  std::vector<uint8_t> bytes = WritePatternFile(image, kImageSize, 3);
   block::BlockdevOptions options;
   options.node_name = "disk0";
   options.driver = block::FileOptions{.filename = image, .discard = GetParam()};

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -124,10 +125,12 @@ class NbdExportTest : public FuseExportTest {
     return Serve(command);
   }
 
-  std::shared_ptr<block::BlockNode> OpenNbd(bool read_only = false) {
+  std::shared_ptr<block::BlockNode> OpenNbd(
+      bool read_only = false, block::DiscardMode discard = block::DiscardMode::kIgnore) {
     block::NbdOptions nbd;
     nbd.transport = block::NbdOptions::Transport::kUnix;
     nbd.path = socket_;
+    nbd.discard = discard;
     block::BlockdevOptions options;
     options.node_name = "nbd0";
     options.read_only = read_only;
@@ -213,11 +216,13 @@ TEST_F(NbdExportTest, PunchHoleAndZeroRangeReachTheServer) {
   WriteAt(image, expected, 0);
   ASSERT_NE(Serve({"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "file", image}), nullptr);
   const std::string mountpoint = MakeMountpoint();
-  ASSERT_NE(Start(FuseOptions(mountpoint, true, 2), OpenNbd()), nullptr);
+  ASSERT_NE(Start(FuseOptions(mountpoint, true, 2), OpenNbd(false, block::DiscardMode::kUnmap)),
+            nullptr);
 
   const int fd = ::open(mountpoint.c_str(), O_RDWR);
   ASSERT_GE(fd, 0) << std::strerror(errno);
-  // Punching becomes a write-zeroes the server may unmap: nbdkit punches the image too.
+  // With discard=unmap, punching becomes a write-zeroes the server may unmap: nbdkit punches the
+  // image too.
   EXPECT_EQ(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, kMiB, kMiB), 0)
       << std::strerror(errno);
   EXPECT_EQ(::fallocate(fd, FALLOC_FL_ZERO_RANGE, 4 * kMiB + 512, 65536), 0)
@@ -236,6 +241,28 @@ TEST_F(NbdExportTest, PunchHoleAndZeroRangeReachTheServer) {
   EXPECT_EQ(extents[0], std::make_pair(uint64_t{0}, kMiB));
   EXPECT_EQ(extents[1].first, 2 * kMiB);
   EXPECT_EQ(SeekExtents(mountpoint), extents);
+}
+
+// discard=ignore (QEMU's default): a punched range reads as zeroes but the server writes them,
+// so the image keeps the range allocated.
+TEST_F(NbdExportTest, PunchHoleWithDiscardIgnoreLeavesTheServerAllocated) {
+  constexpr uint64_t kSize = 4 * kMiB;
+  const std::string image = scratch_.CreateFile("image", kSize);
+  std::vector<uint8_t> expected = Pattern(kSize, 0, 6);
+  WriteAt(image, expected, 0);
+  ASSERT_NE(Serve({"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "file", image}), nullptr);
+  const std::string mountpoint = MakeMountpoint();
+  ASSERT_NE(Start(FuseOptions(mountpoint, true, 2), OpenNbd()), nullptr);
+  const int fd = ::open(mountpoint.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, kMiB, kMiB), 0)
+      << std::strerror(errno);
+  ::close(fd);
+  std::fill(expected.begin() + kMiB, expected.begin() + 2 * kMiB, 0);
+  EXPECT_TRUE(ReadWholeFile(image) == expected) << "the server's image differs";
+  struct stat st {};
+  ASSERT_EQ(::stat(image.c_str(), &st), 0) << std::strerror(errno);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, kSize) << "the server unmapped the range";
 }
 
 // A bexd daemon writes through its FUSE export in rounds (every 64 KiB block of the first MiB

@@ -23,9 +23,13 @@
 
 #include "tests/cli/bexd_process.h"
 #include "tests/export/export_fixture.h"
+#include "tests/support/qemu_check.h"
 
 namespace bexd::exports::testing {
 namespace {
+
+using bexd::testing::CheckResult;
+using bexd::testing::QemuCheck;
 
 constexpr uint64_t kMiB = 1 << 20;
 
@@ -47,19 +51,11 @@ class Qcow2ExportTest : public FuseExportTest {
     ::unlink(raw.c_str());
     return bytes;
   }
-  // `qemu-img check` as JSON; its exit status in `status` (0 clean, 3 leaks only).
-  nlohmann::json Check(const std::string& image, int* status) {
-    std::string output = RunCommand("qemu-img check --output=json " + image, status);
-    auto check = nlohmann::json::parse(output, nullptr, /*allow_exceptions=*/false);
-    EXPECT_FALSE(check.is_discarded()) << output;
-    return check;
-  }
   void ExpectClean(const std::string& image) {
-    int status = 0;
-    nlohmann::json check = Check(image, &status);
-    EXPECT_EQ(status, 0) << check.dump(1);
-    EXPECT_EQ(check.value("corruptions", 0), 0) << check.dump(1);
-    EXPECT_EQ(check.value("leaks", 0), 0) << check.dump(1);
+    CheckResult check = QemuCheck(image);
+    EXPECT_EQ(check.exit_status, 0) << check.output;
+    EXPECT_EQ(check.corruptions, 0u) << check.output;
+    EXPECT_EQ(check.leaks, 0u) << check.output;
   }
   // Writes `bytes` into the image at `offset` with qemu-io (the image's data comes from QEMU).
   void QemuWrite(const std::string& image, uint64_t offset, uint64_t bytes, int pattern) {
@@ -325,10 +321,9 @@ TEST_F(Qcow2ExportTest, SigkillUnderWritesKeepsEveryFsyncedWrite) {
     Detach(mountpoint);
     for (std::thread& writer : writers) writer.join();
 
-    int status = 0;
-    nlohmann::json check = Check(image, &status);
-    EXPECT_TRUE(status == 0 || status == 3) << check.dump(1);  // 3: leaks only
-    EXPECT_EQ(check.value("corruptions", 0), 0) << check.dump(1);
+    CheckResult check = QemuCheck(image);
+    EXPECT_TRUE(check.exit_status == 0 || check.exit_status == 3) << check.output;  // 3: leaks
+    EXPECT_EQ(check.corruptions, 0u) << check.output;
     const std::vector<uint8_t> bytes = QemuRaw(image);
     ASSERT_EQ(bytes.size(), kImageBytes);
     size_t checked = 0;
@@ -360,9 +355,7 @@ TEST_F(Qcow2ExportTest, FsyncWritesMetadataBackEvenWithCacheNoFlush) {
   WriteAt(mountpoint, data, 5 * kMiB);  // pwrite + fsync
   EXPECT_EQ(daemon.SignalAndWait(SIGKILL), SIGKILL);
   Detach(mountpoint);
-  int status = 0;
-  nlohmann::json check = Check(image, &status);
-  EXPECT_EQ(check.value("corruptions", 0), 0) << check.dump(1);
+  EXPECT_EQ(QemuCheck(image).corruptions, 0u);
   const std::vector<uint8_t> bytes = QemuRaw(image);
   ASSERT_EQ(bytes.size(), 16 * kMiB);
   EXPECT_TRUE(std::equal(data.begin(), data.end(), bytes.begin() + 5 * kMiB))

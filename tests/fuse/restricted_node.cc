@@ -36,7 +36,7 @@ absl::Status RestrictedNode::Truncate(uint64_t new_size) {
   return real_->Truncate(new_size);
 }
 
-absl::StatusOr<std::unique_ptr<block::IoQueue>> RestrictedNode::CreateQueue() {
+absl::StatusOr<std::unique_ptr<block::IoQueue>> RestrictedNode::CreateDriverQueue() {
   absl::StatusOr<std::unique_ptr<block::IoQueue>> real = real_->CreateQueue();
   if (!real.ok()) return real.status();
   return std::unique_ptr<block::IoQueue>(new RestrictedQueue(this, *std::move(real)));

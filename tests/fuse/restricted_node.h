@@ -30,13 +30,15 @@ class RestrictedNode final : public block::BlockNode {
   uint32_t request_alignment() const override { return request_alignment_; }
   block::Capabilities capabilities() const override { return capabilities_; }
   absl::Status Truncate(uint64_t new_size) override;
-  absl::StatusOr<std::unique_ptr<block::IoQueue>> CreateQueue() override;
   std::string description() const override { return "restricted " + real_->description(); }
 
   // What the core submitted, in order, and how often it asked to resize. One test thread only.
   const std::vector<SeenRequest>& seen() const { return seen_; }
   int truncate_calls() const { return truncate_calls_; }
   void Record(const block::IoRequest& request) { seen_.push_back({request.op, request.flags}); }
+
+ protected:
+  absl::StatusOr<std::unique_ptr<block::IoQueue>> CreateDriverQueue() override;
 
  private:
   const std::shared_ptr<block::BlockNode> real_;

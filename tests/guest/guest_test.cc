@@ -154,6 +154,12 @@ TEST(GuestTest, LinuxGuestWritesAndReadsThroughVhostUserFsExport) {
   ExpectGuestPasses({"--queues", "2"}, /*skip_without_kernel=*/false);
 }
 
+// The same guest on a qcow2 image (bexd's qcow2 node over a file node): afterwards `qemu-img check`
+// finds the image clean and QEMU reads from it what the guest wrote.
+TEST(GuestTest, LinuxGuestWritesAndReadsAQcow2ImageThroughVhostUserFsExport) {
+  ExpectGuestPasses({"--queues", "2", "--format", "qcow2"}, /*skip_without_kernel=*/false);
+}
+
 // Linux 6.12 from the bookworm security archive maps CPUs to request queues: with 2 vCPUs and 2
 // request queues, the copiers pinned to each vCPU must reach bexd on both queues (checked through
 // x-query-export-stats), and the data checks hold. Skips only when that kernel cannot be fetched.

@@ -13,6 +13,10 @@
 #                             holds the image; it validates the guest pieces independently of bexd.
 #   --bexd PATH               the bexd executable (default: $BEXD_BINARY)
 #   --queues N                virtio-fs request queues (default 2; virtiofsd uses 1)
+#   --format raw|qcow2        (bexd) the image format (default raw). With qcow2 the host converts
+#                             the prepared image to qcow2, bexd exports a qcow2 node over a file
+#                             node, and afterwards `qemu-img check` must find the image clean and
+#                             the checks below run on what `qemu-img convert -O raw` reads from it.
 #   --cpus N                  guest vCPUs, 1 to 4 (default 1)
 #   --kernel PACKAGE          the Debian meta package naming the guest kernel (default
 #                             linux-image-amd64, Debian 12's 6.1; linux-image-6.12-amd64 is 6.12
@@ -38,6 +42,7 @@ queues=2
 cpus=1
 kernel_meta=linux-image-amd64
 every_queue=0
+format=raw
 cache=${BEXD_GUEST_CACHE:-}
 keep_work=0
 timeout=240
@@ -63,6 +68,7 @@ while [[ $# -gt 0 ]]; do
     --backend) backend=$2 ;;
     --bexd) bexd=$2 ;;
     --queues) queues=$2 ;;
+    --format) format=$2 ;;
     --cpus) cpus=$2 ;;
     --kernel) kernel_meta=$2 ;;
     --cache) cache=$2 ;;
@@ -75,6 +81,8 @@ done
 [[ $queues =~ ^[1-9][0-9]*$ ]] || die "--queues must be a positive number, not '$queues'"
 [[ $timeout =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive number, not '$timeout'"
 [[ $cpus =~ ^[1-4]$ ]] || die "--cpus must be 1 to 4, not '$cpus'"
+[[ $format == raw || $format == qcow2 ]] || die "--format must be raw or qcow2, not '$format'"
+[[ $format == raw || $backend == bexd ]] || die "--format qcow2 needs --backend bexd"
 case $backend in
   bexd) [[ -x $bexd ]] || die "no bexd executable (--bexd or BEXD_BINARY): '$bexd'" ;;
   virtiofsd)
@@ -153,6 +161,14 @@ truncate -s "${fs_size_mib}M" "$work/fs.img"
 mkfs.ext4 -q -F -d "$work/fs-content" "$work/fs.img" "${fs_size_mib}M" ||
   die "mkfs.ext4 failed (package e2fsprogs)"
 dd if="$work/fs.img" of="$image" bs=1M seek="$fs_mib" conv=notrunc status=none
+# The guest sees the same bytes either way; with qcow2 they live in a qcow2 image beside the share
+# (64 KiB clusters, so the guest's 4 KiB and 1 MiB writes allocate and copy partial clusters).
+blockdev="driver=file,node-name=$file,filename=$image"
+if [[ $format == qcow2 ]]; then
+  qcow2_image=$work/$file.qcow2
+  qemu-img convert -f raw -O qcow2 "$image" "$qcow2_image" || die "qemu-img convert to qcow2 failed"
+  blockdev="driver=qcow2,node-name=$file,file.driver=file,file.filename=$qcow2_image"
+fi
 
 socket=$work/vhost-user-fs.sock
 # bexd writes its pid file once its exports listen. virtiofsd has no such signal; its socket
@@ -163,7 +179,7 @@ rm -f "$socket" "$ready" "$qmp"
 case $backend in
   bexd)
     "$bexd" --pidfile "$ready" --monitor "path=$qmp" \
-      --blockdev "driver=file,node-name=$file,filename=$image" \
+      --blockdev "$blockdev" \
       --export "type=vhost-user-fs,id=vfs0,node-name=$file,addr.type=unix,addr.path=$socket,tag=images,writable=on,num-request-queues=$queues" \
       >"$work/backend.log" 2>&1 &
     ;;
@@ -286,7 +302,12 @@ if [[ $backend == bexd ]] && grep -q '^bexd: error:' "$work/backend.log"; then
   backend_failed "bexd logged errors during a run the guest passed"
 fi
 
-# The host's view of what the guest wrote.
+# The host's view of what the guest wrote; for qcow2, what QEMU reads from the image.
+if [[ $format == qcow2 ]]; then
+  qemu-img check "$qcow2_image" >"$work/qemu-img-check.log" 2>&1 ||
+    die "qemu-img check finds errors in the qcow2 image (see $work/qemu-img-check.log)"
+  qemu-img convert -f qcow2 -O raw "$qcow2_image" "$image" || die "qemu-img convert to raw failed"
+fi
 copies=("$copy_mib" "$direct_mib" "$parallel_mib")
 if ((cpus >= 2)); then
   for ((cpu = 0; cpu < cpus; ++cpu)); do
@@ -307,6 +328,6 @@ guest_txt=$(debugfs -R 'cat /guest.txt' "$work/fs.img" 2>/dev/null)
 
 mounted=$(sed -n 's/^BEXD-GUEST: mounted .* after \([0-9.]*\) s.*/\1/p' "$work/console.log")
 ((keep_work)) || rm -rf "$work"
-echo "guest test: PASS ($backend, $queues queues,${queue_summary} kernel $(cat "$kernel/release")," \
+echo "guest test: PASS ($backend, $format, $queues queues,${queue_summary} kernel $(cat "$kernel/release")," \
   "$cpus vCPUs; guest mounted the export ${mounted:-?} s after boot; guest run" \
   "${guest_seconds} s; total $((SECONDS - start)) s)"

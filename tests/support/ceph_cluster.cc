@@ -2,16 +2,38 @@
 #include "tests/support/ceph_cluster.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "tests/support/run_command.h"
 
 namespace bexd::testing {
+namespace {
+
+// Whether every thread of `pid` is in state T (stopped), from /proc/PID/task/*/stat.
+bool AllThreadsStopped(pid_t pid) {
+  std::error_code error;
+  std::filesystem::directory_iterator tasks("/proc/" + std::to_string(pid) + "/task", error);
+  if (error) return false;
+  for (const auto& task : tasks) {
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    // The state follows the command name, which is in parentheses and may hold anything.
+    const size_t name_end = line.rfind(')');
+    if (name_end == std::string::npos || name_end + 2 >= line.size()) return false;
+    if (line[name_end + 2] != 'T') return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 std::string CephCluster::SkipReason() {
   if (::geteuid() != 0) return "the Ceph test cluster needs root";
@@ -125,7 +147,15 @@ bool CephCluster::SignalOsd(int signal) const {
   EXPECT_GT(pid, 0) << "no OSD pid in " << dir_;
   const bool sent = pid > 0 && ::kill(pid, signal) == 0;
   EXPECT_TRUE(sent) << "cannot signal the OSD (pid " << pid << ")";
-  return sent;
+  if (!sent || signal != SIGSTOP) return sent;
+  // kill() returns before the stop: a thread running on another CPU, or waiting for one on a
+  // loaded machine, may still take a request. Paused means every thread is stopped.
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    if (AllThreadsStopped(pid)) return true;
+    ::usleep(10'000);
+  }
+  ADD_FAILURE() << "the OSD (pid " << pid << ") did not stop within 5 s of SIGSTOP";
+  return false;
 }
 
 bool CephCluster::KillOsd() {

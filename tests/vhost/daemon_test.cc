@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // The bexd daemon itself (BEXD_BINARY) with a vhost-user-fs export: a hostile guest breaks one
 // ring, the daemon keeps running and serves the next frontend, and stops cleanly on SIGTERM.
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +15,8 @@
 #include <vector>
 
 #include "export/vhost_user/virtqueue.h"
+#include "tests/support/process_stats.h"
+#include "tests/support/unix_sockets.h"
 #include "tests/vhost/export_fixture.h"
 
 extern char** environ;
@@ -46,6 +51,23 @@ class DaemonTest : public VhostExportTest {
   }
 
   bool Running() { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+  // Opens the image through `frontend` and reads 4 KiB at `offset` on request queue 1: the
+  // pattern the image holds there.
+  void ExpectServedRead(Frontend& frontend, uint64_t offset) {
+    uint64_t node = LookupImage(frontend);
+    uint64_t fh = OpenImage(frontend, node);
+    struct fuse_read_in in = {};
+    in.fh = fh;
+    in.offset = offset;
+    in.size = 4096;
+    absl::StatusOr<FuseReply> reply =
+        frontend.Fuse(1, FUSE_READ, node, &in, sizeof(in), nullptr, 0, 16 + 4096);
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    ASSERT_EQ(reply->payload.size(), 4096u);
+    EXPECT_TRUE(
+        std::equal(reply->payload.begin(), reply->payload.end(), pattern_.begin() + offset));
+  }
 
   // SIGTERM, then waits (bounded) for a clean exit; returns the exit status or -1.
   int Terminate() {
@@ -84,16 +106,7 @@ TEST_F(DaemonTest, SurvivesHostileGuestAndServesNextFrontend) {
 
   std::unique_ptr<Frontend> next = ConnectAndInit(options);
   ASSERT_NE(next, nullptr);
-  uint64_t node = LookupImage(*next);
-  uint64_t fh = OpenImage(*next, node);
-  struct fuse_read_in in = {};
-  in.fh = fh;
-  in.offset = 4096;
-  in.size = 4096;
-  absl::StatusOr<FuseReply> reply =
-      next->Fuse(1, FUSE_READ, node, &in, sizeof(in), nullptr, 0, 16 + 4096);
-  ASSERT_TRUE(reply.ok()) << reply.status();
-  EXPECT_TRUE(std::equal(reply->payload.begin(), reply->payload.end(), pattern_.begin() + 4096));
+  ExpectServedRead(*next, 4096);
   next.reset();
   EXPECT_EQ(Terminate(), 0);
 }
@@ -104,18 +117,44 @@ TEST_F(DaemonTest, ServesWithoutTag) {
   StartDaemon(/*tag=*/"");
   std::unique_ptr<Frontend> frontend = ConnectAndInit(Options(2));
   ASSERT_NE(frontend, nullptr);
-  uint64_t node = LookupImage(*frontend);
-  uint64_t fh = OpenImage(*frontend, node);
-  struct fuse_read_in in = {};
-  in.fh = fh;
-  in.offset = 8192;
-  in.size = 4096;
-  absl::StatusOr<FuseReply> reply =
-      frontend->Fuse(1, FUSE_READ, node, &in, sizeof(in), nullptr, 0, 16 + 4096);
-  ASSERT_TRUE(reply.ok()) << reply.status();
-  ASSERT_EQ(reply->payload.size(), 4096u);
-  EXPECT_TRUE(std::equal(reply->payload.begin(), reply->payload.end(), pattern_.begin() + 8192));
+  ExpectServedRead(*frontend, 8192);
   frontend.reset();
+  EXPECT_EQ(Terminate(), 0);
+}
+
+// Out of descriptors, accept() kept failing and the listener stayed readable: the socket thread
+// spun and the clients waited for ever. Now each is accepted into a reserve descriptor and closed.
+TEST_F(DaemonTest, OutOfDescriptorsClosesNewClientsAndServesAgainLater) {
+  StartDaemon();
+  std::unique_ptr<Frontend> frontend = ConnectAndInit(Options(2));
+  ASSERT_NE(frontend, nullptr);
+  rlimit limit;
+  ASSERT_EQ(::prlimit(pid_, RLIMIT_NOFILE, nullptr, &limit), 0);
+  const rlimit saved = limit;
+  limit.rlim_cur = testing::LowestFreeDescriptor(pid_);
+  ASSERT_EQ(::prlimit(pid_, RLIMIT_NOFILE, &limit, nullptr), 0);
+
+  std::vector<util::UniqueFd> clients;
+  for (int i = 0; i < 3; ++i) {
+    util::UniqueFd client(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un address = testing::UnixAddress(socket_);
+    ASSERT_EQ(::connect(client.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    clients.push_back(std::move(client));
+  }
+  for (util::UniqueFd& client : clients) {
+    struct pollfd p = {client.get(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 20000), 1) << "the daemon never closed a client it could not serve";
+    char byte;
+    EXPECT_EQ(::recv(client.get(), &byte, 1, 0), 0);
+  }
+  EXPECT_TRUE(Running());
+
+  ASSERT_EQ(::prlimit(pid_, RLIMIT_NOFILE, &saved, nullptr), 0);
+  frontend->Drop();
+  std::unique_ptr<Frontend> next = ConnectAndInit(Options(2));
+  ASSERT_NE(next, nullptr);
+  ExpectServedRead(*next, 0);
+  next.reset();
   EXPECT_EQ(Terminate(), 0);
 }
 

@@ -44,4 +44,14 @@ inline int OpenDescriptors(pid_t pid) {
   return count;
 }
 
+// The lowest descriptor number the process has free: with RLIMIT_NOFILE set to it, the process
+// can open nothing new until it closes something.
+inline int LowestFreeDescriptor(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd/";
+  int fd = 0;
+  std::error_code ignored;
+  while (std::filesystem::is_symlink(dir + std::to_string(fd), ignored)) ++fd;
+  return fd;
+}
+
 }  // namespace bexd::testing
