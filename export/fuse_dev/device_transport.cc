@@ -21,9 +21,8 @@ absl::StatusOr<std::unique_ptr<FuseDeviceTransport>> FuseDeviceTransport::Create
   absl::StatusOr<FuseSlotBuffers> buffers =
       FuseSlotBuffers::Create(kSlots, session.max_request_bytes(), session.max_reply_bytes());
   if (!buffers.ok()) return buffers.status();
-  return std::unique_ptr<FuseDeviceTransport>(
-      new FuseDeviceTransport(index, session, std::move(device), std::move(*buffers),
-                              std::move(on_exit)));
+  return std::unique_ptr<FuseDeviceTransport>(new FuseDeviceTransport(
+      index, session, std::move(device), std::move(*buffers), std::move(on_exit)));
 }
 
 FuseDeviceTransport::FuseDeviceTransport(uint32_t index, const fuse::Session& session,

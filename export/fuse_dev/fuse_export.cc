@@ -40,8 +40,9 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
   if (fuse_options.io_uring != IoUringMode::kOff) {
     const FuseUringSupport support = ReadFuseUringSupport();
     if (!support.enabled && fuse_options.io_uring == IoUringMode::kOn) {
-      return absl::FailedPreconditionError(fmt::format(
-          "io-uring=on, but {} ({}, or use io-uring=auto or off)", support.why_not, support.remedy));
+      return absl::FailedPreconditionError(
+          fmt::format("io-uring=on, but {} ({}, or use io-uring=auto or off)", support.why_not,
+                      support.remedy));
     }
     io_uring = support.enabled;
     io_uring_absent = support.why_not;
@@ -66,8 +67,7 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
                                                          std::move(session), std::move(*claim),
                                                          std::move(*mount), std::move(on_ended)));
   FuseExport& self = *fuse_export;
-  absl::Status status =
-      self.StartQueues(std::move(*devices), fuse_options.queue_cpus, io_uring);
+  absl::Status status = self.StartQueues(std::move(*devices), fuse_options.queue_cpus, io_uring);
   if (status.ok() && io_uring) {
     if (!self.WaitForInitReply()) {
       status = absl::UnavailableError("the kernel's FUSE INIT did not arrive");
@@ -101,16 +101,15 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
     self.Stop();
     return status;
   }
-  log::Info("export '{}': node '{}' mounted on '{}' ({}, {}{}{})", options.id,
-            self.node()->node_name(), self.mountpoint_,
-            options.writable ? "writable" : "read-only",
-            io_uring ? fmt::format("{} io_uring queue{} of depth {} and 1 /dev/fuse queue",
-                                   self.rings_.size(), self.rings_.size() == 1 ? "" : "s",
-                                   fuse_options.io_uring_queue_depth)
-                     : fmt::format("{} /dev/fuse queue{}", self.queues_.size(),
-                                   self.queues_.size() == 1 ? "" : "s"),
-            DescribeQueueCpus(fuse_options.queue_cpus),
-            self.mount_.allow_other() ? ", allow_other" : "");
+  log::Info(
+      "export '{}': node '{}' mounted on '{}' ({}, {}{}{})", options.id, self.node()->node_name(),
+      self.mountpoint_, options.writable ? "writable" : "read-only",
+      io_uring
+          ? fmt::format("{} io_uring queue{} of depth {} and 1 /dev/fuse queue", self.rings_.size(),
+                        self.rings_.size() == 1 ? "" : "s", fuse_options.io_uring_queue_depth)
+          : fmt::format("{} /dev/fuse queue{}", self.queues_.size(),
+                        self.queues_.size() == 1 ? "" : "s"),
+      DescribeQueueCpus(fuse_options.queue_cpus), self.mount_.allow_other() ? ", allow_other" : "");
   if (fuse_options.io_uring == IoUringMode::kAuto) {
     // Said once per export, so that a user of io-uring=auto sees which transport serves it.
     if (io_uring) {

@@ -11,18 +11,16 @@
 
 namespace bexd::exports {
 
-FuseUringSupport ReadFuseUringSupport() {
-  std::ifstream file(kFuseUringSwitch);
+FuseUringSupport ReadFuseUringSupport(const std::string& path) {
+  std::ifstream file(path);
   std::string value;
   if (!(file >> value)) {
-    return {.why_not = fmt::format("this kernel has no FUSE over io_uring (no {})",
-                                   kFuseUringSwitch),
+    return {.why_not = fmt::format("this kernel has no FUSE over io_uring (no {})", path),
             .remedy = "it needs Linux 6.14 or later built with CONFIG_FUSE_IO_URING"};
   }
   if (value != "Y") {
-    return {.why_not = fmt::format("FUSE over io_uring is disabled: {} is {}", kFuseUringSwitch,
-                                   value),
-            .remedy = fmt::format("enable it as root with 'echo Y > {}'", kFuseUringSwitch)};
+    return {.why_not = fmt::format("FUSE over io_uring is disabled: {} is {}", path, value),
+            .remedy = fmt::format("enable it as root with 'echo Y > {}'", path)};
   }
   return {.enabled = true};
 }

@@ -23,8 +23,9 @@ struct FuseUringSupport {
   std::string remedy;
 };
 
-// Reads the switch. The kernel offers FUSE_OVER_IO_URING in INIT only while it is Y.
-FuseUringSupport ReadFuseUringSupport();
+// Reads the switch (`path`: the switch's file, for tests). The kernel offers FUSE_OVER_IO_URING in
+// INIT only while it is Y.
+FuseUringSupport ReadFuseUringSupport(const std::string& path = kFuseUringSwitch);
 
 // The number of possible CPUs (/sys/devices/system/cpu/possible): the kernel makes one ring queue
 // for each, and a request goes to the queue of the CPU that issued it.

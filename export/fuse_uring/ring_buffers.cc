@@ -31,8 +31,8 @@ absl::StatusOr<RingBuffers> RingBuffers::Create(uint32_t entries, size_t payload
   }
   auto* base = static_cast<uint8_t*>(mapping);
   return RingBuffers(mapping, mapped_bytes,
-                     reinterpret_cast<fuse::abi::fuse_uring_req_header*>(base),
-                     base + header_bytes, payload_bytes);
+                     reinterpret_cast<fuse::abi::fuse_uring_req_header*>(base), base + header_bytes,
+                     payload_bytes);
 }
 
 RingBuffers::RingBuffers(RingBuffers&& other) noexcept

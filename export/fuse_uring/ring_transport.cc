@@ -39,9 +39,8 @@ absl::StatusOr<std::unique_ptr<FuseRingTransport>> FuseRingTransport::Create(
   }
   // The kernel refuses a payload buffer smaller than the largest request or reply it may carry:
   // max(FUSE_MIN_READ_BUFFER, max_write, max_pages pages), which INIT sets from max_write.
-  const size_t payload_bytes =
-      std::max<size_t>({FUSE_MIN_READ_BUFFER, session.options().max_write,
-                        session.max_reply_bytes() - kOutHeaderBytes});
+  const size_t payload_bytes = std::max<size_t>({FUSE_MIN_READ_BUFFER, session.options().max_write,
+                                                 session.max_reply_bytes() - kOutHeaderBytes});
   absl::StatusOr<RingBuffers> buffers = RingBuffers::Create(depth, payload_bytes);
   if (!buffers.ok()) return buffers.status();
   return std::unique_ptr<FuseRingTransport>(
@@ -105,8 +104,7 @@ absl::Status FuseRingTransport::Register() {
   }
   const int submitted = io_uring_submit(&ring_);
   if (submitted < 0) {
-    return util::ErrnoStatus(-submitted, "cannot submit the ring entries of FUSE queue {}",
-                             queue_);
+    return util::ErrnoStatus(-submitted, "cannot submit the ring entries of FUSE queue {}", queue_);
   }
   unsubmitted_ = 0;
   // The kernel registers inline and fails at once; an entry that registered completes only when
@@ -171,8 +169,7 @@ QueueTransport::Fetched FuseRingTransport::Fetch(QueueThread& thread, bool idle)
     thread.EndServing(/*failed=*/true);
     return Fetched::kEmpty;
   }
-  return io_uring_cq_ready(&ring_) > 0 && thread.has_free_slot() ? Fetched::kMore
-                                                                 : Fetched::kEmpty;
+  return io_uring_cq_ready(&ring_) > 0 && thread.has_free_slot() ? Fetched::kMore : Fetched::kEmpty;
 }
 
 bool FuseRingTransport::Reap() {
@@ -213,9 +210,10 @@ void FuseRingTransport::Dispatch(uint32_t entry) {
   if (in.len < kInHeaderBytes + payload || argument > sizeof(header.op_in) ||
       payload > buffers_.payload_bytes()) {
     // Only a kernel bug gets here; the kernel then waits for an answer the core cannot build.
-    log::Error("{}: the kernel sent a malformed FUSE request (length {}, payload {}); shutting "
-               "the export down",
-               thread_->label(), in.len, payload);
+    log::Error(
+        "{}: the kernel sent a malformed FUSE request (length {}, payload {}); shutting "
+        "the export down",
+        thread_->label(), in.len, payload);
     EndRing(EPROTO);
     thread_->EndServing(/*failed=*/true);
     return;
@@ -241,10 +239,11 @@ void FuseRingTransport::Reply(uint32_t slot, int64_t result) {
     // The kernel sends no request without a reply over a ring (FORGET and INTERRUPT come over
     // /dev/fuse), and the entry stays blocked until it gets one; only ending the connection
     // releases its caller.
-    log::Error("{}: the kernel sent a FUSE request the core could not answer ({}); shutting the "
-               "export down",
-               thread_->label(),
-               result < 0 ? std::strerror(static_cast<int>(-result)) : "it takes no reply");
+    log::Error(
+        "{}: the kernel sent a FUSE request the core could not answer ({}); shutting the "
+        "export down",
+        thread_->label(),
+        result < 0 ? std::strerror(static_cast<int>(-result)) : "it takes no reply");
     thread_->EndServing(/*failed=*/true);
     return;
   }

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// The FUSE-over-io_uring transport of one kernel ring queue (docs/fuse-export.md#fuse-over-io_uring).
-// The kernel has one queue per possible CPU and puts each request on the queue of the CPU that
-// issued it. This transport owns the queue's io_uring (created on the queue thread, which pins
-// itself to that CPU) and its ring entries: each entry is a header buffer and a payload buffer
-// registered with FUSE_IO_URING_CMD_REGISTER. A request arrives as the completion of an entry's
-// command; its reply goes back, and the entry's next request is asked for, with one
-// FUSE_IO_URING_CMD_COMMIT_AND_FETCH. It runs on the queue-thread skeleton
+// The FUSE-over-io_uring transport of one kernel ring queue
+// (docs/fuse-export.md#fuse-over-io_uring). The kernel has one queue per possible CPU and puts each
+// request on the queue of the CPU that issued it. This transport owns the queue's io_uring (created
+// on the queue thread, which pins itself to that CPU) and its ring entries: each entry is a header
+// buffer and a payload buffer registered with FUSE_IO_URING_CMD_REGISTER. A request arrives as the
+// completion of an entry's command; its reply goes back, and the entry's next request is asked for,
+// with one FUSE_IO_URING_CMD_COMMIT_AND_FETCH. It runs on the queue-thread skeleton
 // (export/queue/queue_thread.h) with one request slot per entry.
 //
 // An idle queue (no request in flight) submits its commits and waits for the next request in one
@@ -81,8 +81,8 @@ class FuseRingTransport final : public QueueTransport {
   ExitFn on_exit_;
   struct io_uring ring_ = {};
   bool ring_open_ = false;
-  bool ended_ = false;        // the kernel ended the ring's commands
-  uint32_t unsubmitted_ = 0;  // commands prepared but not yet handed to the kernel
+  bool ended_ = false;             // the kernel ended the ring's commands
+  uint32_t unsubmitted_ = 0;       // commands prepared but not yet handed to the kernel
   QueueThread* thread_ = nullptr;  // during a run
   // Per entry: the REGISTER command's two iovecs, the request's iovecs for the core (header,
   // argument struct, payload), the reply's (out header, payload), and the commit id.
