@@ -6,12 +6,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <string>
 #include <utility>
 
 #include "export/fuse_dev/read_interrupt.h"
 #include "util/log.h"
-#include "util/rate_limit.h"
 #include "util/status.h"
 
 namespace bexd::exports {
