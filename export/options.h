@@ -13,6 +13,11 @@ enum class AllowOther { kOff, kOn, kAuto };
 // FUSE passthrough (docs/fuse-export.md#passthrough). kAuto: where the node and kernel allow it.
 enum class PassthroughMode { kOff, kOn, kAuto };
 
+// FUSE over io_uring (docs/fuse-export.md#fuse-over-io_uring). kAuto: when the kernel offers it
+// (/sys/module/fuse/parameters/enable_uring is Y), else /dev/fuse; kOn: refuse to start without
+// it; kOff: /dev/fuse only. Off unless asked for while the transport is new.
+enum class IoUringMode { kOff, kOn, kAuto };
+
 struct FuseExportOptions {
   std::string mountpoint;  // an existing regular file
   bool growable = false;
@@ -20,6 +25,10 @@ struct FuseExportOptions {
   PassthroughMode passthrough = PassthroughMode::kAuto;
   uint32_t num_queues = 0;      // 0: one per CPU (per CPU of queue_cpus if given)
   std::vector<int> queue_cpus;  // queue i runs on queue_cpus[i % size]; empty: not pinned
+  IoUringMode io_uring = IoUringMode::kOff;
+  // Ring entries (requests in flight) per io_uring queue; the kernel has one queue per possible
+  // CPU.
+  uint32_t io_uring_queue_depth = 32;
 };
 
 struct VhostUserFsExportOptions {

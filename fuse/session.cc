@@ -104,9 +104,10 @@ size_t Session::max_reply_bytes() const {
   return sizeof(struct fuse_out_header) + options_.max_write;
 }
 
-void Session::MarkInitialized(uint32_t protocol_minor) {
+void Session::MarkInitialized(uint32_t protocol_minor, bool io_uring) {
   open_handles_.store(0, std::memory_order_relaxed);
   protocol_minor_.store(protocol_minor, std::memory_order_relaxed);
+  io_uring_.store(io_uring, std::memory_order_relaxed);
   initialized_.store(true, std::memory_order_release);
 }
 

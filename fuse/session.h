@@ -88,7 +88,16 @@ class Session {
   // before it are gone.
   bool initialized() const { return initialized_.load(std::memory_order_acquire); }
   uint32_t protocol_minor() const { return protocol_minor_.load(std::memory_order_relaxed); }
-  void MarkInitialized(uint32_t protocol_minor);
+  // `io_uring`: INIT accepted FUSE over io_uring.
+  void MarkInitialized(uint32_t protocol_minor, bool io_uring);
+  // From then on INIT accepts FUSE over io_uring when the kernel offers it. Only for an export
+  // that will register io_uring rings on every kernel queue (export/fuse_uring/): once INIT
+  // accepts it, the kernel holds new requests back until every queue has one. Call before any
+  // request is served.
+  void EnableIoUring() { io_uring_enabled_.store(true, std::memory_order_relaxed); }
+  bool io_uring_enabled() const { return io_uring_enabled_.load(std::memory_order_relaxed); }
+  // Whether the last INIT accepted FUSE over io_uring; valid once initialized().
+  bool io_uring() const { return io_uring_.load(std::memory_order_relaxed); }
   void MarkDestroyed();
 
   // Open file handles (not directory handles): an export is in use while this is non-zero.
@@ -135,6 +144,8 @@ class Session {
   std::atomic<bool> initialized_{false};
   std::atomic<uint32_t> protocol_minor_{0};
   std::unique_ptr<Passthrough> passthrough_;
+  std::atomic<bool> io_uring_enabled_{false};
+  std::atomic<bool> io_uring_{false};
 
   alignas(64) std::atomic<uint32_t> open_handles_{0};
 

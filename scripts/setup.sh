@@ -42,6 +42,20 @@ ensure_fuse() {
   [[ -c /dev/fuse ]] || { echo "setup: /dev/fuse is missing and modprobe fuse did not help" >&2; exit 1; }
 }
 
+# The io_uring runs of the FUSE export tests (ctest *.io_uring) need the kernel to offer FUSE over
+# io_uring, which it does only while this switch is on; bexd itself never turns it on.
+enable_fuse_uring() {
+  local switch=/sys/module/fuse/parameters/enable_uring
+  if [[ ! -e $switch ]]; then
+    echo "setup: this kernel has no FUSE over io_uring ($switch); the *.io_uring tests are skipped"
+    return
+  fi
+  if [[ $(cat "$switch") != Y ]]; then
+    echo "setup: enabling FUSE over io_uring for the *.io_uring tests: echo Y > $switch"
+    echo Y | as_root tee "$switch" >/dev/null
+  fi
+}
+
 build() {
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
   cmake --build "$build_dir" -j "$jobs"
@@ -69,6 +83,7 @@ case ${1:-} in
   test)
     install_deps
     ensure_fuse
+    enable_fuse_uring
     build
     # A short libFuzzer run over hostile descriptor chains (clang, ASan + UBSan); a finding fails.
     "$root/fuzz/run.sh" 60

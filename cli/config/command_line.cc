@@ -184,6 +184,10 @@ virtio-fs guests through vhost-user-fs. Options take QEMU's key=value syntax or 
            [,growable=on|off][,allow-other=on|off|auto][,writethrough=on|off][,num-queues=N]
            [,passthrough=on|off|auto]   kernel reads/writes the image itself where it can
            [,queue-cpus=CPUS]   pin queue i to the i-th CPU of a list such as 0-3,,8
+           [,io-uring=auto|on|off][,io-uring-queue-depth=N]
+                                FUSE over io_uring when the kernel offers it (auto), always
+                                (on: refuse to start without it) or never (off, the default);
+                                N ring entries per CPU queue (default 32)
   --export type=vhost-user-fs,id=ID,node-name=NAME,addr.type=unix,addr.path=SOCKET,tag=TAG
            [,file-name=NAME][,writable=on|off][,growable=on|off][,num-request-queues=N]
            [,queue-cpus=CPUS]

@@ -21,6 +21,7 @@ namespace bexd::cli {
 namespace {
 
 using exports::AllowOther;
+using exports::IoUringMode;
 using exports::PassthroughMode;
 
 // The virtio-fs configuration space holds the tag in 36 bytes.
@@ -85,6 +86,10 @@ exports::FuseExportOptions ReadFuseOptions(OptionReader& reader,
   reader.Integer("num-queues", &fuse.num_queues, 1, exports::FuseExport::kMaxQueues);
   ApplyIothreads(reader, iothreads, "num-queues", &fuse.num_queues);
   ReadQueueCpus(reader, &fuse.queue_cpus);
+  reader.Enum("io-uring", &fuse.io_uring,
+              {{"off", IoUringMode::kOff}, {"on", IoUringMode::kOn}, {"auto", IoUringMode::kAuto}});
+  reader.Integer("io-uring-queue-depth", &fuse.io_uring_queue_depth, 1,
+                 exports::FuseRingTransport::kMaxDepth);
   return fuse;
 }
 

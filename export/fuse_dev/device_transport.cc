@@ -21,13 +21,15 @@ absl::StatusOr<std::unique_ptr<FuseDeviceTransport>> FuseDeviceTransport::Create
   absl::StatusOr<FuseSlotBuffers> buffers =
       FuseSlotBuffers::Create(kSlots, session.max_request_bytes(), session.max_reply_bytes());
   if (!buffers.ok()) return buffers.status();
-  return std::unique_ptr<FuseDeviceTransport>(
-      new FuseDeviceTransport(index, std::move(device), std::move(*buffers), std::move(on_exit)));
+  return std::unique_ptr<FuseDeviceTransport>(new FuseDeviceTransport(
+      index, session, std::move(device), std::move(*buffers), std::move(on_exit)));
 }
 
-FuseDeviceTransport::FuseDeviceTransport(uint32_t index, util::UniqueFd device,
-                                         FuseSlotBuffers buffers, ExitFn on_exit)
+FuseDeviceTransport::FuseDeviceTransport(uint32_t index, const fuse::Session& session,
+                                         util::UniqueFd device, FuseSlotBuffers buffers,
+                                         ExitFn on_exit)
     : index_(index),
+      session_(session),
       device_(std::move(device)),
       buffers_(std::move(buffers)),
       in_(new struct iovec[kSlots]),
@@ -143,7 +145,12 @@ void FuseDeviceTransport::Reply(uint32_t slot, int64_t result) {
   // the processing list of that clone.
   const auto bytes = static_cast<size_t>(result);
   const ssize_t n = ::write(device_.get(), out_[slot].iov_base, bytes);
-  if (n == static_cast<ssize_t>(bytes)) return;
+  if (n == static_cast<ssize_t>(bytes)) {
+    // Nothing but INIT is answered before the session is initialized, so the first reply after
+    // is INIT's.
+    if (after_init_reply_ && session_.initialized()) std::exchange(after_init_reply_, nullptr)();
+    return;
+  }
   if (n < 0 && (errno == ENOENT || errno == ENODEV)) {
     // ENOENT: the request was interrupted and the kernel forgot it; ENODEV: the connection ended.
     // A client that interrupts in a loop triggers this at will.

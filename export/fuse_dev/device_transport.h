@@ -41,6 +41,11 @@ class FuseDeviceTransport final : public QueueTransport {
 
   // Closes the /dev/fuse descriptor. Only once the run has ended.
   void CloseDevice() { device_.Reset(); }
+  int device() const { return device_.get(); }
+
+  // Runs `fn` once on the queue thread, after this queue has delivered the reply to the session's
+  // INIT (the kernel takes io_uring registrations only from then on). Before the run begins.
+  void CallAfterInitReply(std::function<void()> fn) { after_init_reply_ = std::move(fn); }
 
   absl::Status Attach(QueueThread& thread) override;
   Fetched Fetch(QueueThread& thread, bool idle) override;
@@ -54,12 +59,13 @@ class FuseDeviceTransport final : public QueueTransport {
   enum class ReadResult { kTaken, kRetry, kEmpty, kEnded };
   static constexpr uint64_t kDeviceTag = 1;
 
-  FuseDeviceTransport(uint32_t index, util::UniqueFd device, FuseSlotBuffers buffers,
-                      ExitFn on_exit);
+  FuseDeviceTransport(uint32_t index, const fuse::Session& session, util::UniqueFd device,
+                      FuseSlotBuffers buffers, ExitFn on_exit);
   ReadResult ReadRequest(bool wait);
   bool SetDeviceBlocking(bool blocking);
 
   const uint32_t index_;
+  const fuse::Session& session_;
   util::UniqueFd device_;
   int device_flags_ = 0;  // its file status flags, without O_NONBLOCK
   bool device_blocking_ = false;
@@ -70,6 +76,7 @@ class FuseDeviceTransport final : public QueueTransport {
   std::unique_ptr<struct iovec[]> out_;  // per slot: room for the reply
   QueueThread* thread_ = nullptr;        // during a run
   ExitFn on_exit_;
+  std::function<void()> after_init_reply_;
 };
 
 }  // namespace bexd::exports

@@ -15,6 +15,7 @@
 #include <variant>
 
 #include "export/fuse_dev/read_interrupt.h"
+#include "export/fuse_uring/kernel_support.h"
 #include "export/queue/queue_cpus.h"
 #include "util/log.h"
 
@@ -38,6 +39,21 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
                       ? DefaultFuseQueueCount()
                       : std::min<uint32_t>(fuse_options.queue_cpus.size(), kMaxQueues);
   }
+  // Decided before the mount, so that INIT (sent at mount time) accepts io_uring only when the
+  // rings will follow. The switch is read, never changed.
+  bool io_uring = false;
+  std::string io_uring_absent;  // why not, for the log
+  if (fuse_options.io_uring != IoUringMode::kOff) {
+    const FuseUringSupport support = ReadFuseUringSupport();
+    if (!support.enabled && fuse_options.io_uring == IoUringMode::kOn) {
+      return absl::FailedPreconditionError(
+          fmt::format("io-uring=on, but {} ({}, or use io-uring=auto or off)", support.why_not,
+                      support.remedy));
+    }
+    io_uring = support.enabled;
+    io_uring_absent = support.why_not;
+  }
+  if (io_uring) session->EnableIoUring();
 
   std::string passthrough_off;
   absl::StatusOr<std::unique_ptr<fuse::Passthrough>> passthrough =
@@ -52,7 +68,10 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
   mount_options.max_read = session->options().max_write;
   absl::StatusOr<FuseMount> mount = FuseMount::Create(claim->path(), mount_options);
   if (!mount.ok()) return mount.status();
-  absl::StatusOr<std::vector<util::UniqueFd>> devices = mount->OpenQueues(queue_count);
+  // Over io_uring /dev/fuse carries only INIT, FORGET, INTERRUPT and requests from before the
+  // rings were up: one queue is enough.
+  absl::StatusOr<std::vector<util::UniqueFd>> devices =
+      mount->OpenQueues(io_uring ? 1 : queue_count);
   if (!devices.ok()) return devices.status();
 
   std::unique_ptr<DeviceBackingFiles> backing_files;
@@ -69,25 +88,67 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
   std::unique_ptr<FuseExport> fuse_export(new FuseExport(options, std::move(node),
                                                          std::move(session), std::move(*claim),
                                                          std::move(*mount), std::move(on_ended)));
-  fuse_export->backing_files_ = std::move(backing_files);
-  if (absl::Status status = fuse_export->StartQueues(std::move(*devices), fuse_options.queue_cpus);
-      !status.ok()) {
-    fuse_export->Stop();
-    return status;
-  }
-  if (fuse_export->session_->passthrough() != nullptr) {
-    passthrough_off = fuse_export->CheckPassthrough();
-    if (!passthrough_off.empty() && fuse_options.passthrough == PassthroughMode::kOn) {
-      fuse_export->Stop();
-      return PassthroughImpossible(passthrough_off);
+  FuseExport& self = *fuse_export;
+  self.backing_files_ = std::move(backing_files);
+  absl::Status status = self.StartQueues(std::move(*devices), fuse_options.queue_cpus, io_uring);
+  if (status.ok() && io_uring) {
+    if (!self.WaitForInitReply()) {
+      status = absl::UnavailableError("the kernel's FUSE INIT did not arrive");
+    } else if (!self.session_->io_uring()) {
+      // The switch was turned off between the check and the mount.
+      io_uring = false;
+      io_uring_absent = "the kernel's INIT did not offer it";
+      if (fuse_options.io_uring == IoUringMode::kOn) {
+        status = absl::FailedPreconditionError(
+            fmt::format("io-uring=on, but {} ({} was switched off as bexd mounted)",
+                        io_uring_absent, kFuseUringSwitch));
+      }
+    } else {
+      status = self.StartRings(fuse_options.io_uring_queue_depth);
+      if (!status.ok() && fuse_options.io_uring == IoUringMode::kAuto) {
+        // A refused registration makes the kernel fall back to /dev/fuse for this connection.
+        log::Warn("export '{}': {}; serving over /dev/fuse (one queue)", options.id,
+                  std::string(status.message()));
+        self.DropRings();
+        io_uring = false;
+        io_uring_absent = "the kernel refused the ring entries";
+        status = absl::OkStatus();
+      }
     }
   }
-  log::Info("export '{}': node '{}' mounted on '{}' ({}, {} queue{}{}{}), passthrough {}",
-            options.id, fuse_export->node()->node_name(), fuse_export->mountpoint_,
-            options.writable ? "writable" : "read-only", queue_count, queue_count == 1 ? "" : "s",
-            DescribeQueueCpus(fuse_options.queue_cpus),
-            fuse_export->mount_.allow_other() ? ", allow_other" : "",
-            passthrough_off.empty() ? "on" : fmt::format("off: {}", passthrough_off));
+  if (status.ok() && self.session_->passthrough() != nullptr) {
+    passthrough_off = self.CheckPassthrough();
+    if (!passthrough_off.empty() && fuse_options.passthrough == PassthroughMode::kOn) {
+      status = PassthroughImpossible(passthrough_off);
+    }
+  }
+  // The queues may end on their own from here on.
+  if (status.ok() && self.serving_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    status = absl::UnavailableError("the FUSE connection ended while the export was starting");
+  }
+  if (!status.ok()) {
+    self.Stop();
+    return status;
+  }
+  log::Info(
+      "export '{}': node '{}' mounted on '{}' ({}, {}{}{}), passthrough {}", options.id,
+      self.node()->node_name(), self.mountpoint_, options.writable ? "writable" : "read-only",
+      io_uring
+          ? fmt::format("{} io_uring queue{} of depth {} and 1 /dev/fuse queue", self.rings_.size(),
+                        self.rings_.size() == 1 ? "" : "s", fuse_options.io_uring_queue_depth)
+          : fmt::format("{} /dev/fuse queue{}", self.queues_.size(),
+                        self.queues_.size() == 1 ? "" : "s"),
+      DescribeQueueCpus(fuse_options.queue_cpus), self.mount_.allow_other() ? ", allow_other" : "",
+      passthrough_off.empty() ? "on" : fmt::format("off: {}", passthrough_off));
+  if (fuse_options.io_uring == IoUringMode::kAuto) {
+    // Said once per export, so that a user of io-uring=auto sees which transport serves it.
+    if (io_uring) {
+      log::Info("export '{}': transport: FUSE over io_uring (io-uring=auto)", options.id);
+    } else {
+      log::Info("export '{}': transport: /dev/fuse (io-uring=auto: {})", options.id,
+                io_uring_absent);
+    }
+  }
   return fuse_export;
 }
 
@@ -103,15 +164,23 @@ FuseExport::FuseExport(const ExportOptions& options, std::shared_ptr<block::Bloc
 FuseExport::~FuseExport() { Stop(); }
 
 absl::Status FuseExport::StartQueues(std::vector<util::UniqueFd> devices,
-                                     const std::vector<int>& cpus) {
+                                     const std::vector<int>& cpus, bool io_uring) {
   // Idle queue threads wait in a blocking read, which only a signal ends.
   if (absl::Status status = InstallReadInterrupt(); !status.ok()) return status;
   queues_.reserve(devices.size());
   for (uint32_t i = 0; i < devices.size(); ++i) {
     absl::StatusOr<std::unique_ptr<FuseDeviceTransport>> transport = FuseDeviceTransport::Create(
-        i, *session_, std::move(devices[i]),
-        [this](uint32_t index, bool failed) { OnQueueExit(index, failed); });
+        i, *session_, std::move(devices[i]), [this](uint32_t index, bool failed) {
+          OnQueueExit(fmt::format("queue {}", index), failed);
+        });
     if (!transport.ok()) return transport.status();
+    if (io_uring && i == 0) {
+      (*transport)->CallAfterInitReply([this] {
+        std::lock_guard lock(init_mutex_);
+        init_replied_ = true;
+        init_changed_.notify_all();
+      });
+    }
     absl::StatusOr<std::unique_ptr<QueueThread>> thread =
         QueueThread::Start(session_, {.label = fmt::format("export '{}' queue {}", id(), i),
                                       .thread_name = fmt::format("bexd-fuse-q{}", i),
@@ -128,7 +197,7 @@ absl::Status FuseExport::StartQueues(std::vector<util::UniqueFd> devices,
       return status;
     }
   }
-  if (serving_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+  if (serving_.load(std::memory_order_acquire) == 1) {
     return absl::UnavailableError("the FUSE connection ended while the export was starting");
   }
   return absl::OkStatus();
@@ -162,14 +231,68 @@ std::string FuseExport::CheckPassthrough() {
   return why_not;
 }
 
-void FuseExport::OnQueueExit(uint32_t index, bool failed) {
+bool FuseExport::WaitForInitReply() {
+  // The kernel sends INIT as it mounts, so it waits in queue 0 already; the limit only keeps a
+  // broken kernel from hanging the start.
+  std::unique_lock lock(init_mutex_);
+  init_changed_.wait_for(lock, std::chrono::seconds(30),
+                         [this] { return init_replied_ || init_wait_over_; });
+  return init_replied_;
+}
+
+absl::Status FuseExport::StartRings(uint32_t depth) {
+  absl::StatusOr<uint32_t> count = PossibleCpuCount();
+  if (!count.ok()) return count.status();
+  const std::vector<int> allowed = AllowedCpus();
+  const int device = queues_.front().transport->device();
+  rings_.reserve(*count);
+  for (uint32_t cpu = 0; cpu < *count; ++cpu) {
+    const auto queue = static_cast<uint16_t>(cpu);
+    absl::StatusOr<std::unique_ptr<FuseRingTransport>> transport = FuseRingTransport::Create(
+        queue, depth, *session_, device, [this](uint16_t index, bool failed) {
+          OnQueueExit(fmt::format("io_uring queue {}", index), failed);
+        });
+    if (!transport.ok()) return transport.status();
+    // The kernel puts a request on the queue of the CPU that issued it; serving it there keeps
+    // the request on one CPU. A CPU this process may not use gets an unpinned thread.
+    const bool may_pin = std::find(allowed.begin(), allowed.end(), int(cpu)) != allowed.end();
+    absl::StatusOr<std::unique_ptr<QueueThread>> thread = QueueThread::Start(
+        session_, {.label = fmt::format("export '{}' io_uring queue {}", id(), cpu),
+                   .thread_name = fmt::format("bexd-ring-q{}", cpu),
+                   .cpu = may_pin ? int(cpu) : -1});
+    if (!thread.ok()) return thread.status();
+    rings_.push_back({std::move(*transport), std::move(*thread)});
+  }
+  for (Ring& ring : rings_) {
+    serving_.fetch_add(1, std::memory_order_relaxed);
+    absl::Status status = ring.thread->BeginRun(ring.transport.get(), depth);
+    if (!status.ok()) {
+      serving_.fetch_sub(1, std::memory_order_relaxed);
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void FuseExport::DropRings() {
+  for (Ring& ring : rings_) ring.thread->Exit();
+}
+
+void FuseExport::OnQueueExit(const std::string& queue, bool failed) {
+  {
+    std::lock_guard lock(init_mutex_);
+    init_wait_over_ = true;
+    init_changed_.notify_all();
+  }
   // When the connection ends every queue fails at once; one warning says it.
   if (failed && !stop_requested_.load(std::memory_order_acquire) &&
       !ending_.exchange(true, std::memory_order_acq_rel)) {
-    log::Warn("export '{}': queue {} stopped serving; stopping the export", id(), index);
-    for (Queue& queue : queues_) queue.thread->RequestStop();
+    log::Warn("export '{}': {} stopped serving; stopping the export", id(), queue);
+    for (Queue& other : queues_) other.thread->RequestStop();
+    for (Ring& ring : rings_) ring.thread->RequestStop();
   }
-  // The last queue out cleans up unless Stop() is under way and will do it after joining.
+  // The last queue out cleans up unless Stop() is under way and will do it after joining, or the
+  // export is still starting (its starter holds one count until it returns).
   if (serving_.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
       !stop_requested_.load(std::memory_order_acquire)) {
     TearDown();
@@ -184,7 +307,9 @@ void FuseExport::OnQueueExit(uint32_t index, bool failed) {
 void FuseExport::Stop() {
   std::lock_guard lock(stop_mutex_);
   stop_requested_.store(true, std::memory_order_release);
+  for (Ring& ring : rings_) ring.thread->RequestStop();
   for (Queue& queue : queues_) queue.thread->RequestStop();
+  for (Ring& ring : rings_) ring.thread->Exit();
   for (Queue& queue : queues_) queue.thread->Exit();
   TearDown();
 }
@@ -217,8 +342,9 @@ std::optional<Export::PassthroughStats> FuseExport::passthrough_stats() const {
 
 std::vector<fuse::QueueStatsSnapshot> FuseExport::Stats() const {
   std::vector<fuse::QueueStatsSnapshot> stats;
-  stats.reserve(queues_.size());
+  stats.reserve(queues_.size() + rings_.size());
   for (const Queue& queue : queues_) stats.push_back(queue.thread->Stats());
+  for (const Ring& ring : rings_) stats.push_back(ring.thread->Stats());
   return stats;
 }
 

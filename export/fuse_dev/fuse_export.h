@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // The FUSE export: one block node presented as a regular file mounted over an existing regular
-// file, served by one thread per /dev/fuse queue. See docs/fuse-export.md.
+// file, served by one thread per /dev/fuse queue, or, over io_uring, by one thread per kernel
+// ring queue (export/fuse_uring/) plus one /dev/fuse queue for what the kernel still sends there.
+// See docs/fuse-export.md.
 #pragma once
 
 #include <absl/status/statusor.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -19,6 +22,7 @@
 #include "export/fuse_dev/fuse_mount.h"
 #include "export/fuse_dev/fuse_mountpoint.h"
 #include "export/fuse_dev/passthrough_setup.h"
+#include "export/fuse_uring/ring_transport.h"
 #include "export/options.h"
 #include "export/queue/queue_thread.h"
 #include "fuse/session.h"
@@ -50,8 +54,18 @@ class FuseExport final : public Export {
              std::shared_ptr<fuse::Session> session, MountpointClaim claim, FuseMount mount,
              EndedFn on_ended);
 
-  absl::Status StartQueues(std::vector<util::UniqueFd> devices, const std::vector<int>& cpus);
-  void OnQueueExit(uint32_t index, bool failed);
+  // `io_uring`: the kernel is expected to offer FUSE over io_uring; queue 0 then reports INIT's
+  // reply.
+  absl::Status StartQueues(std::vector<util::UniqueFd> devices, const std::vector<int>& cpus,
+                           bool io_uring);
+  // After INIT: the ring queues, one per possible CPU, each pinned to its CPU when this process
+  // may run there. Returns once every ring has registered its entries.
+  absl::Status StartRings(uint32_t depth);
+  // Waits until queue 0 has answered INIT; false if the connection ended first or INIT never came.
+  bool WaitForInitReply();
+  // Ends the ring threads after a failed start; the export goes on over /dev/fuse.
+  void DropRings();
+  void OnQueueExit(const std::string& queue, bool failed);
   // Once the queues run: waits for INIT and checks that the kernel took FUSE_PASSTHROUGH and
   // registers the backing file. "" if passthrough works, else why not.
   std::string CheckPassthrough();
@@ -67,7 +81,12 @@ class FuseExport final : public Export {
     std::unique_ptr<FuseDeviceTransport> transport;
     std::unique_ptr<QueueThread> thread;  // destroyed (joined) before its transport
   };
-  std::vector<Queue> queues_;                          // fixed once StartQueues() ran
+  std::vector<Queue> queues_;  // fixed once StartQueues() ran
+  struct Ring {
+    std::unique_ptr<FuseRingTransport> transport;
+    std::unique_ptr<QueueThread> thread;  // destroyed (joined) before its transport
+  };
+  std::vector<Ring> rings_;                            // fixed once StartRings() ran
   std::unique_ptr<DeviceBackingFiles> backing_files_;  // with passthrough only
   // Queue threads still serving, plus one held by StartQueues() while it starts them, so that
   // queues ending early cannot tear down an export that is still starting.
@@ -78,6 +97,11 @@ class FuseExport final : public Export {
   std::mutex stop_mutex_;  // serializes Stop()
   std::mutex teardown_mutex_;
   bool torn_down_ = false;
+  // INIT's reply delivered (or the connection gone), for WaitForInitReply().
+  std::mutex init_mutex_;
+  std::condition_variable init_changed_;
+  bool init_replied_ = false;
+  bool init_wait_over_ = false;
 };
 
 // Queues for num-queues=0: one per CPU this process may run on.

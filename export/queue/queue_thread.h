@@ -76,6 +76,8 @@ class QueueThread {
   uint32_t slot_count() const { return free_.capacity(); }
   fuse::Request& request(uint32_t slot) { return requests_[slot]; }
   bool has_free_slot() const { return !free_.empty(); }
+  // No request in flight.
+  bool idle() const { return free_.full(); }
   // The slot the next request goes into: fill its request's `in`/`out`, then DispatchNext().
   uint32_t next_slot() const { return free_.Top(); }
   // Takes next_slot() and hands its request to the core.

@@ -5,7 +5,8 @@
 //
 // /dev/fuse reads a clone descriptor and writes replies back to it (export/fuse_dev/); a
 // vhost-user-fs virtqueue pops descriptor chains and pushes used entries
-// (export/vhost_user/). A FUSE-over-io_uring transport would fetch CQEs and commit replies.
+// (export/vhost_user/); FUSE over io_uring fetches requests as CQEs of ring entries and commits
+// replies from them (export/fuse_uring/).
 #pragma once
 
 #include <absl/status/status.h>

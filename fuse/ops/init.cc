@@ -66,6 +66,7 @@ Answer Init(Call& call) {
   if (session.options().directory_root) wanted |= FUSE_PARALLEL_DIROPS | FUSE_DO_READDIRPLUS;
   Passthrough* passthrough = session.passthrough();
   if (passthrough != nullptr) wanted |= abi::kPassthrough;
+  if (session.io_uring_enabled()) wanted |= abi::kOverIoUring;
   const uint64_t accepted = wanted & offered;
 
   struct fuse_init_out out;
@@ -83,7 +84,7 @@ Answer Init(Call& call) {
   if (accepted & abi::kPassthrough) out.unused[0] = kMaxStackDepth;  // max_stack_depth
   if (passthrough != nullptr) passthrough->SetNegotiated(accepted & abi::kPassthrough);
 
-  session.MarkInitialized(out.minor);
+  session.MarkInitialized(out.minor, (accepted & abi::kOverIoUring) != 0);
   static log::RateLimit initialized;  // a guest may repeat INIT too
   log::Limited(
       initialized, log::Level::kInfo,

@@ -66,8 +66,8 @@ TEST_F(BinaryErrorsTest, UnknownKey) {
   EXPECT_EQ(
       ExpectOneError({"--blockdev", GoodBlockdev(), "--export", GoodExport() + ",colour=red"}),
       "--export: colour: unknown option (known here: allow-other, fixed-iothread, growable, "
-      "id, iothread, mountpoint, node-name, num-queues, queue-cpus, type, writable, "
-      "writethrough)");
+      "id, io-uring, io-uring-queue-depth, iothread, mountpoint, node-name, num-queues, "
+      "passthrough, queue-cpus, type, writable, writethrough)");
 }
 
 TEST_F(BinaryErrorsTest, MissingRequiredKey) {

@@ -291,9 +291,9 @@ TEST_F(SchemaTest, FuseExportErrors) {
   EXPECT_EQ(ExportError(Keyval("type=fuse,node-name=d,mountpoint=" + mountpoint_), Syntax::kKeyval),
             "id: missing (required)");
   EXPECT_EQ(ExportError(Keyval(base + mountpoint_ + ",tag=x"), Syntax::kKeyval),
-            "tag: unknown option (known here: allow-other, fixed-iothread, growable, id, iothread, "
-            "mountpoint, node-name, num-queues, passthrough, queue-cpus, type, writable, "
-            "writethrough)");
+            "tag: unknown option (known here: allow-other, fixed-iothread, growable, id, io-uring, "
+            "io-uring-queue-depth, iothread, mountpoint, node-name, num-queues, passthrough, "
+            "queue-cpus, type, writable, writethrough)");
   json object = {{"type", "fuse"},
                  {"id", "e"},
                  {"node-name", "d"},
@@ -326,6 +326,25 @@ TEST_F(SchemaTest, QueueCpusTakeACpuList) {
       "queue-cpus: '1-' is not a CPU list: a range needs an end, as in 0-3");
   object["queue-cpus"] = 1;
   EXPECT_EQ(ExportError(object, Syntax::kJson), "queue-cpus: expected a string, got 1");
+}
+
+TEST_F(SchemaTest, IoUringModeAndQueueDepth) {
+  const std::string base = "type=fuse,id=e,node-name=d,mountpoint=" + mountpoint_;
+  absl::StatusOr<ExportSpec> spec = ParseExportOptions(Keyval(base), Syntax::kKeyval);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const auto& defaults = std::get<exports::FuseExportOptions>(spec->options.transport);
+  EXPECT_EQ(defaults.io_uring, exports::IoUringMode::kOff);
+  EXPECT_EQ(defaults.io_uring_queue_depth, 32u);
+  spec =
+      ParseExportOptions(Keyval(base + ",io-uring=auto,io-uring-queue-depth=8"), Syntax::kKeyval);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const auto& fuse = std::get<exports::FuseExportOptions>(spec->options.transport);
+  EXPECT_EQ(fuse.io_uring, exports::IoUringMode::kAuto);
+  EXPECT_EQ(fuse.io_uring_queue_depth, 8u);
+  EXPECT_EQ(ExportError(Keyval(base + ",io-uring=maybe"), Syntax::kKeyval),
+            "io-uring: expected one of off, on, auto; got \"maybe\"");
+  EXPECT_EQ(ExportError(Keyval(base + ",io-uring-queue-depth=0"), Syntax::kKeyval),
+            "io-uring-queue-depth: must be at least 1, got 0");
 }
 
 TEST(ExportSchemaTest, VhostUserFs) {

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 
 #include "block/open.h"
 #include "export/fuse_dev/fuse_mountpoint.h"
+#include "export/fuse_uring/kernel_support.h"
 #include "export/start.h"
 
 extern char** environ;
@@ -130,6 +132,39 @@ std::shared_ptr<block::BlockNode> OpenNullNode(uint64_t size) {
   return node.ok() ? *node : nullptr;
 }
 
+IoUringMode TestIoUringMode() {
+  static const bool io_uring = std::getenv("BEXD_TEST_FUSE_IO_URING") != nullptr;
+  return io_uring ? IoUringMode::kOn : IoUringMode::kOff;
+}
+
+std::string TestIoUringOption() {
+  return TestIoUringMode() == IoUringMode::kOn ? ",io-uring=on" : "";
+}
+
+size_t ExpectedFuseQueues(uint32_t num_queues) {
+  if (TestIoUringMode() != IoUringMode::kOn) return num_queues;
+  absl::StatusOr<uint32_t> cpus = PossibleCpuCount();
+  EXPECT_TRUE(cpus.ok()) << cpus.status();
+  return cpus.ok() ? *cpus + 1 : 0;
+}
+
+namespace {
+
+// Skips every test of the io_uring run when the kernel cannot serve it, saying why once.
+class IoUringEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (TestIoUringMode() != IoUringMode::kOn) return;
+    const FuseUringSupport support = ReadFuseUringSupport();
+    if (!support.enabled) GTEST_SKIP() << support.why_not << " (" << support.remedy << ")";
+  }
+};
+
+[[maybe_unused]] ::testing::Environment* const kIoUringEnvironment =
+    ::testing::AddGlobalTestEnvironment(new IoUringEnvironment);
+
+}  // namespace
+
 ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t num_queues,
                           bool growable) {
   ExportOptions options;
@@ -139,6 +174,7 @@ ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t
   fuse.mountpoint = mountpoint;
   fuse.num_queues = num_queues;
   fuse.growable = growable;
+  fuse.io_uring = TestIoUringMode();
   options.transport = fuse;
   return options;
 }

@@ -63,6 +63,18 @@ inline constexpr uint64_t kFioJobBytes = 16 << 20;
 void ExpectFioVerifies(Export* running, const std::string& mountpoint,
                        uint64_t job_bytes = kFioJobBytes, bool through_queues = true);
 
+// The FUSE transport the export tests run over. ctest runs the FUSE export tests twice: over
+// /dev/fuse, and with BEXD_TEST_FUSE_IO_URING=1 (test names ending in .io_uring) over FUSE over
+// io_uring (io-uring=on); that second run is skipped while the kernel's switch is off.
+IoUringMode TestIoUringMode();
+// The same as a --export key for bexd command lines: ",io-uring=on" or "".
+std::string TestIoUringOption();
+
+// The queues Export::Stats() lists for a FUSE export with `num_queues` /dev/fuse queues: that
+// many, or over io_uring one per possible CPU and the one /dev/fuse queue.
+size_t ExpectedFuseQueues(uint32_t num_queues);
+
+// Over the transport TestIoUringMode() names.
 ExportOptions FuseOptions(const std::string& mountpoint, bool writable, uint32_t num_queues = 2,
                           bool growable = false);
 

@@ -123,7 +123,7 @@ TEST_F(StopTest, SigtermUnderLoadStopsTheDaemonCleanly) {
   const std::string fuse_export =
       "type=fuse,id=export0,node-name=disk0,writable=on,"
       "num-queues=2,mountpoint=" +
-      mountpoint;
+      mountpoint + TestIoUringOption();
   Daemon daemon({"--blockdev", blockdev, "--export", fuse_export});
   ASSERT_TRUE(daemon.WaitMounted(mountpoint)) << "bexd did not mount " << mountpoint;
 
