@@ -1,0 +1,78 @@
+
+set terminal pngcairo size 1280,1040 font ",9"
+set output "perf/results/2026-12-04-formats/queues-raw.png"
+set datafile missing "-"
+set key bottom right font ",7"
+set xlabel "queues"
+set ylabel "kIOPS"
+set xtics (1, 2)
+set offsets 0.2, 0.2, 0, 0
+set yrange [0:*]
+set grid
+set multiplot layout 4,4 title "raw driver: IOPS by queue count (median)"
+set title "read-aio-j1"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 0 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 0 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 0 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "write-aio-j1"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 1 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 1 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 1 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "randread-aio-j1"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 2 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 2 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 2 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "randwrite-aio-j1"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 3 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 3 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 3 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "read-aio-j4"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 4 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 4 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 4 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "write-aio-j4"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 5 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 5 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 5 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "randread-aio-j4"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 6 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 6 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 6 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "randwrite-aio-j4"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 7 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 7 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 7 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "read-sync-j1"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 8 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 8 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 8 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "write-sync-j1"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 9 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 9 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 9 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "randread-sync-j1"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 10 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 10 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 10 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "randwrite-sync-j1"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 11 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 11 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 11 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "read-sync-j4"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 12 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 12 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 12 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "write-sync-j4"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 13 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 13 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 13 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "randread-sync-j4"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 14 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 14 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 14 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+set title "randwrite-sync-j4"
+plot "perf/results/2026-12-04-formats/queues-raw.dat" index 15 using 1:2 with linespoints lw 2 title "bexd", \
+     "" index 15 using 1:3 with linespoints lw 2 dt 2 title "limit", \
+     "" index 15 using 1:4 with lines lw 2 dt 3 title "QSD (1 queue)"
+
+unset multiplot
