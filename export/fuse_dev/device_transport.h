@@ -43,8 +43,10 @@ class FuseDeviceTransport final : public QueueTransport {
   void CloseDevice() { device_.Reset(); }
   int device() const { return device_.get(); }
 
-  // Runs `fn` once on the queue thread, after this queue has delivered the reply to the session's
-  // INIT (the kernel takes io_uring registrations only from then on). Before the run begins.
+  // Runs `fn` once on the queue thread, after this queue's first reply once the session is
+  // initialized: INIT's reply, or a later one, which the kernel sends only after taking INIT's.
+  // From then on the kernel takes io_uring registrations and backing files. Before the run
+  // begins.
   void CallAfterInitReply(std::function<void()> fn) { after_init_reply_ = std::move(fn); }
 
   absl::Status Attach(QueueThread& thread) override;

@@ -4,13 +4,11 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
-#include <sys/statfs.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <thread>
 #include <utility>
 #include <variant>
 
@@ -174,13 +172,12 @@ absl::Status FuseExport::StartQueues(std::vector<util::UniqueFd> devices,
           OnQueueExit(fmt::format("queue {}", index), failed);
         });
     if (!transport.ok()) return transport.status();
-    if (io_uring && i == 0) {
-      (*transport)->CallAfterInitReply([this] {
-        std::lock_guard lock(init_mutex_);
-        init_replied_ = true;
-        init_changed_.notify_all();
-      });
-    }
+    // Any queue may carry INIT, and the kernel sends nothing else before INIT's reply.
+    (*transport)->CallAfterInitReply([this] {
+      std::lock_guard lock(init_mutex_);
+      init_replied_ = true;
+      init_changed_.notify_all();
+    });
     absl::StatusOr<std::unique_ptr<QueueThread>> thread =
         QueueThread::Start(session_, {.label = fmt::format("export '{}' queue {}", id(), i),
                                       .thread_name = fmt::format("bexd-fuse-q{}", i),
@@ -205,21 +202,11 @@ absl::Status FuseExport::StartQueues(std::vector<util::UniqueFd> devices,
 
 std::string FuseExport::CheckPassthrough() {
   fuse::Passthrough& passthrough = *session_->passthrough();
-  // The kernel sends INIT as it mounts; the first queue answers it at once.
-  constexpr auto kInitWait = std::chrono::seconds(10);
-  const auto deadline = std::chrono::steady_clock::now() + kInitWait;
-  while (!session_->initialized() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
   std::string why_not;
-  struct statfs ignored;
-  if (!session_->initialized()) {
-    why_not = "the kernel did not send INIT within 10 s";
-  } else if (::statfs(mountpoint_.c_str(), &ignored) != 0) {
-    // The queue marks the session initialized before its reply reaches the kernel, which turns
-    // passthrough on only as it takes the reply; a request waits for that (STATFS is never
-    // cached), so registering after it cannot race the reply.
-    why_not = fmt::format("statfs on the mount failed: {}", std::strerror(errno));
+  // The kernel turns passthrough on as it takes INIT's reply; registering a backing file before
+  // that would fail.
+  if (!WaitForInitReply()) {
+    why_not = "the kernel's FUSE INIT was not answered";
   } else if (!passthrough.negotiated()) {
     why_not =
         "the kernel did not offer FUSE_PASSTHROUGH in INIT (it needs Linux 6.9 or later built "
@@ -232,7 +219,7 @@ std::string FuseExport::CheckPassthrough() {
 }
 
 bool FuseExport::WaitForInitReply() {
-  // The kernel sends INIT as it mounts, so it waits in queue 0 already; the limit only keeps a
+  // The kernel sends INIT as it mounts, so it waits on a queue already; the limit only keeps a
   // broken kernel from hanging the start.
   std::unique_lock lock(init_mutex_);
   init_changed_.wait_for(lock, std::chrono::seconds(30),

@@ -54,14 +54,13 @@ class FuseExport final : public Export {
              std::shared_ptr<fuse::Session> session, MountpointClaim claim, FuseMount mount,
              EndedFn on_ended);
 
-  // `io_uring`: the kernel is expected to offer FUSE over io_uring; queue 0 then reports INIT's
-  // reply.
+  // `io_uring`: the kernel is expected to offer FUSE over io_uring (one /dev/fuse queue).
   absl::Status StartQueues(std::vector<util::UniqueFd> devices, const std::vector<int>& cpus,
                            bool io_uring);
   // After INIT: the ring queues, one per possible CPU, each pinned to its CPU when this process
   // may run there. Returns once every ring has registered its entries.
   absl::Status StartRings(uint32_t depth);
-  // Waits until queue 0 has answered INIT; false if the connection ended first or INIT never came.
+  // Waits until a queue has answered INIT; false if the connection ended first or INIT never came.
   bool WaitForInitReply();
   // Ends the ring threads after a failed start; the export goes on over /dev/fuse.
   void DropRings();

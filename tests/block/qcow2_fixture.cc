@@ -3,8 +3,6 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
-#include <stdio.h>
-#include <sys/wait.h>
 
 #include <cstring>
 #include <fstream>
@@ -15,21 +13,13 @@
 #include "block/qcow2/node.h"
 #include "tests/block/file_fixture.h"
 #include "tests/block/queue_runner.h"
+#include "tests/support/run_command.h"
 
 namespace bexd::block::testing {
 
 std::string RunCommand(const std::string& command, int expected_status) {
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "popen " << command;
-    return output;
-  }
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
-  int status = pclose(pipe);
-  int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  int exit_status = -1;
+  std::string output = bexd::testing::RunCommand(command, &exit_status);
   EXPECT_EQ(exit_status, expected_status) << command << "\n" << output;
   return output;
 }

@@ -20,7 +20,7 @@ namespace bexd::block::testing {
 
 using bexd::testing::ScratchDir;
 
-// Runs `command` through /bin/sh; its standard output. A gtest failure (with the output) if it
+// Runs `command` through /bin/sh; its combined output. A gtest failure (with the output) if it
 // exits with a status other than `expected_status`.
 std::string RunCommand(const std::string& command, int expected_status = 0);
 

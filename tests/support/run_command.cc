@@ -8,8 +8,12 @@
 namespace bexd::testing {
 
 std::string RunCommand(const std::string& command, int* exit_status) {
+  // The whole command under the limit, also when it is a list such as "cd dir && ...".
+  std::string quoted = "'";
+  for (char c : command) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
   std::string output;
-  FILE* pipe = ::popen(("timeout -k 10 180 " + command + " 2>&1").c_str(), "r");
+  FILE* pipe = ::popen(("timeout -k 10 180 sh -c " + quoted + " 2>&1").c_str(), "r");
   if (pipe == nullptr) {
     *exit_status = -1;
     return output;
