@@ -38,7 +38,8 @@ def parse_args(repo):
                              "vhost = bexd's vhost-user-fs export and virtiofsd = QEMU's "
                              "reference daemon, both driven by vhost_bench; guest-* = the same "
                              "two with fio in a QEMU guest); bexd-passthrough = bexd's FUSE "
-                             "export with passthrough=on, file driver only")
+                             "export with passthrough=on, file driver only; bexd-uring = bexd's FUSE "
+                             "export over io_uring (io-uring=on), null and file drivers")
     parser.add_argument("--drivers", default=",".join(matrix.DEFAULT_DRIVERS),
                         help="comma list of null, file (the image with O_DIRECT on the host), "
                              "pagecache (the image through the host page cache), raw, qcow2, "
@@ -115,6 +116,19 @@ def _choices(option, text, allowed):
     return chosen
 
 
+def _fuse_uring_enabled():
+    """The kernel switch for FUSE over io_uring; the harness reads it and never changes it."""
+    try:
+        with open("/sys/module/fuse/parameters/enable_uring") as switch:
+            if switch.read().strip() == "Y":
+                return True
+    except OSError:
+        pass
+    print("warning: /sys/module/fuse/parameters/enable_uring is not Y (scripts/setup.sh test "
+          "turns it on)", file=sys.stderr)
+    return False
+
+
 def find_binaries(args, repo):
     """Builds what is needed and returns {system: binary}; drops systems that cannot run."""
     binaries = {"qsd": shutil.which(args.qsd) or args.qsd, "virtiofsd": args.virtiofsd}
@@ -149,13 +163,14 @@ def find_binaries(args, repo):
     usable["guest-virtiofsd"] = usable["virtiofsd"]
     usable["guest-bexd"] = usable["bexd"]
     usable[matrix.PASSTHROUGH_SYSTEM] = usable["bexd"]
+    usable[matrix.URING_SYSTEM] = usable["bexd"] and _fuse_uring_enabled()
     usable["virtiofsd"] = usable["virtiofsd"] and usable["vhost"]  # vhost_bench drives it
     usable["vhost"] = usable["vhost"] and usable["bexd"]
     if shutil.which("qemu-system-x86_64") is None:
         usable["guest-bexd"] = usable["guest-virtiofsd"] = False
         binaries["guest-bexd"] = binaries["guest-virtiofsd"] = "qemu-system-x86_64"
     for system in ("bexd", "limit", "qsd", "vhost", "virtiofsd", "guest-bexd", "guest-virtiofsd",
-                   matrix.PASSTHROUGH_SYSTEM):
+                   matrix.PASSTHROUGH_SYSTEM, matrix.URING_SYSTEM):
         if system in args.system_list and not usable[system]:
             binary = binaries.get(system, binaries.get(matrix.BACKEND.get(system)))
             print(f"warning: no usable {system} binary ({binary or 'not built'}); "

@@ -17,7 +17,7 @@ DEFAULT_DRIVERS = ("null", "file")
 # QSD.
 FORMAT_DRIVERS = ("raw", "qcow2", "qcow2-empty", "qcow2-zlib")
 SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost", "virtiofsd", "guest-bexd",
-           "guest-virtiofsd", "bexd-passthrough")
+           "guest-virtiofsd", "bexd-passthrough", "bexd-uring")
 # The guest systems (fio in a QEMU guest under TCG) are slow; they run on request.
 DEFAULT_SYSTEMS = ("limit", "qsd", "native", "bexd", "vhost", "virtiofsd")
 # Thread pool sizes of the virtiofsd targets (--thread-pool-size; 0 = the queue thread itself).
@@ -29,9 +29,14 @@ GUEST_SYSTEMS = ("guest-bexd", "guest-virtiofsd")
 # bexd's FUSE export with passthrough=on (issue 14): the kernel does the file driver's reads and
 # writes on the image itself. On request; one queue (the queues serve no I/O).
 PASSTHROUGH_SYSTEM = "bexd-passthrough"
-# What serves each vhost-user-fs system (bexd's export or virtiofsd), and the passthrough one.
+# bexd's FUSE export over io_uring (issue 15, io-uring=on): one ring per possible CPU, so its
+# queue count is that CPU count, compared with bexd over /dev/fuse and the limit responder with
+# as many queues. On request, for the null and file drivers; needs the kernel's enable_uring.
+URING_SYSTEM = "bexd-uring"
+URING_DRIVERS = ("null", "file")
+# What serves each vhost-user-fs system (bexd's export or virtiofsd), and the FUSE variants.
 BACKEND = {"vhost": "bexd", "guest-bexd": "bexd", "virtiofsd": "virtiofsd",
-           "guest-virtiofsd": "virtiofsd", PASSTHROUGH_SYSTEM: "bexd"}
+           "guest-virtiofsd": "virtiofsd", PASSTHROUGH_SYSTEM: "bexd", URING_SYSTEM: "bexd"}
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,8 @@ class Target:
             return f"{prefix}{self.system}-{self.driver}-q{self.queues}"
         if self.system == PASSTHROUGH_SYSTEM:
             return f"bexd-{self.driver}-passthrough"
+        if self.system == URING_SYSTEM:
+            return f"bexd-{self.driver}-uring"
         if self.system in ("virtiofsd", "guest-virtiofsd"):
             return f"{self.system}-{self.driver}-t{self.threads}"
         return f"{self.system}-{self.driver}"
@@ -108,6 +115,17 @@ def parse_workload(name):
     return Workload(parts[0], parts[1], int(parts[2][1:]))
 
 
+def possible_cpus():
+    """How many CPUs the kernel has FUSE io_uring queues for (/sys/devices/system/cpu/possible,
+    e.g. "0-1" or "0,2-3")."""
+    with open("/sys/devices/system/cpu/possible") as possible:
+        count = 0
+        for part in possible.read().strip().split(","):
+            first, _, last = part.partition("-")
+            count += int(last or first) - int(first) + 1
+        return count
+
+
 def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRTIOFSD_POOLS):
     """All targets for the chosen systems, drivers and queue counts, in a stable order; with
     `baseline`, every bexd, vhost and guest-bexd target is followed by its baseline twin. virtiofsd (one
@@ -135,6 +153,8 @@ def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRT
                     result += [Target(system, driver, q, baseline=True) for q in queue_counts]
         if PASSTHROUGH_SYSTEM in systems and driver == "file":
             result.append(Target(PASSTHROUGH_SYSTEM, driver, 1))
+        if URING_SYSTEM in systems and driver in URING_DRIVERS:
+            result.append(Target(URING_SYSTEM, driver, possible_cpus()))
         if "virtiofsd" in systems and driver in ("file", "pagecache"):
             result += [Target("virtiofsd", driver, 1, threads=t) for t in virtiofsd_pools]
         if "guest-bexd" in systems:

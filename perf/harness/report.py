@@ -3,7 +3,7 @@
 
 import statistics
 
-from harness.matrix import DRIVERS, GUEST_SYSTEMS, VHOST_SYSTEMS, Target
+from harness.matrix import DRIVERS, GUEST_SYSTEMS, URING_SYSTEM, VHOST_SYSTEMS, Target
 
 RAW_COLUMNS = ["rep", "target", "system", "driver", "queues", "workload", "rw", "engine",
                "numjobs", "iops", "bw_kib", "lat_mean_us", "lat_p99_us", "daemon_cpu_pct",
@@ -14,7 +14,8 @@ RAW_COLUMNS = ["rep", "target", "system", "driver", "queues", "workload", "rw", 
 SUMMARY_COLUMNS = ["target", "system", "driver", "queues", "workload", "reps", "iops_median",
                    "iops_min", "iops_max", "spread_pct", "lat_mean_us_median",
                    "daemon_cpu_us_per_io_median", "vs_qsd", "vs_limit_same_queues", "vs_native",
-                   "vs_one_queue", "vs_base", "vs_best_virtiofsd", "qemu_cpu_us_per_io_median",
+                   "vs_one_queue", "vs_base", "vs_best_virtiofsd", "vs_dev_fuse_same_queues",
+                   "qemu_cpu_us_per_io_median",
                    "daemon_switches_per_io_median", "daemon_syscalls_per_io_median"]
 
 # The systems bexd serves (the ones with baseline twins).
@@ -83,7 +84,13 @@ class Summary:
         return mine / best[1]
 
     def references(self, target):
-        """The targets a bexd target is compared with: (column label, target name)."""
+        """The targets a bexd FUSE target is compared with: (column label, target name)."""
+        if target.system == URING_SYSTEM:
+            refs = [("/dev/fuse", f"bexd-{target.driver}-q{target.queues}"),
+                    ("QSD", f"qsd-{target.driver}")]
+            if target.driver == "null":
+                return refs + [("limit", f"limit-q{target.queues}")]
+            return refs + [("native", f"native-{target.driver}")]
         refs = [("QSD", f"qsd-{target.driver}")]
         if target.driver == "null":
             refs.append(("limit", f"limit-q{target.queues}"))
@@ -101,7 +108,10 @@ class Summary:
                     continue
                 row = {"target": target.name, "system": target.system, "driver": target.driver,
                        "queues": target.queues, "workload": workload.name, **cell}
-                if target.system == "bexd":
+                if target.system == URING_SYSTEM:
+                    row["vs_dev_fuse_same_queues"] = _fmt_ratio(self.ratio(
+                        target, workload, f"bexd-{target.driver}-q{target.queues}"))
+                if target.system in ("bexd", URING_SYSTEM):
                     row["vs_qsd"] = _fmt_ratio(self.ratio(target, workload, f"qsd-{target.driver}"))
                     if target.driver == "null":
                         row["vs_limit_same_queues"] = _fmt_ratio(
@@ -233,6 +243,16 @@ def check_targets(summary):
     verdict = "not measured" if compared == 0 else ("met" if not failing else "NOT met")
     checks.append((f"more queues never lose at QD1 (sync cells, q>1 vs q1; {compared} cells)",
                    verdict, failing))
+    # Issue 15: FUSE over io_uring against /dev/fuse with as many queues as it has rings.
+    uring = [t for t in summary.targets if t.system == URING_SYSTEM]
+    same_queues = lambda t: f"bexd-{t.driver}-q{t.queues}"  # noqa: E731
+    null_uring = [t for t in uring if t.driver == "null"]
+    check("io_uring null: sync-j1 cells ≥ 1.5× bexd over /dev/fuse with the same queue count",
+          null_uring, lambda w: w.engine == "sync" and w.numjobs == 1, same_queues, 1.5)
+    check("io_uring null: every cell ≥ 1.2× the /dev/fuse limit responder with the same queue "
+          "count", null_uring, lambda w: True, lambda t: f"limit-q{t.queues}", 1.2)
+    check("io_uring: no cell below bexd over /dev/fuse with the same queue count", uring,
+          lambda w: True, same_queues, 1.0)
     checks.append(_check_against_baseline(summary))
     for system in VIRTIOFSD_PEERS:
         checks.append(_check_against_virtiofsd(summary, system))
@@ -321,12 +341,13 @@ def _driver_table(summary, driver):
                if t.driver == driver and t.system not in VHOST_SYSTEMS + GUEST_SYSTEMS]
     if not targets:
         return []
-    bexd = [t for t in targets if t.system == "bexd" and not t.baseline]
+    bexd = [t for t in targets if t.system in ("bexd", URING_SYSTEM) and not t.baseline]
     ratio_columns = []
     for target in bexd:
+        prefix = "uring" if target.system == URING_SYSTEM else f"q{target.queues}"
         for label, reference in summary.references(target):
             if any(t.name == reference for t in summary.targets):
-                ratio_columns.append((f"q{target.queues}/{label}", target, reference))
+                ratio_columns.append((f"{prefix}/{label}", target, reference))
     header = ["workload"] + [t.name for t in targets] + [c[0] for c in ratio_columns]
     lines = [f"## {driver} driver (IOPS)", ""] + _header_rows(header)
     for workload in summary.workloads:

@@ -10,7 +10,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from harness.matrix import BACKEND, FORMAT_DRIVERS, PASSTHROUGH_SYSTEM
+from harness.matrix import BACKEND, FORMAT_DRIVERS, PASSTHROUGH_SYSTEM, URING_SYSTEM
 
 MOUNT_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
@@ -95,6 +95,11 @@ def daemon_command(target, binaries, image, mountpoint, size, socket_path, share
             # growable changes nothing else.
             export = (f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},writable=on,"
                       "growable=on,passthrough=on,num-queues=1")
+        elif target.system == URING_SYSTEM:
+            # The rings replace the /dev/fuse queues (one per possible CPU); one /dev/fuse
+            # queue stays for INIT, FORGET and INTERRUPT.
+            export = (f"type=fuse,id=e0,node-name=n0,mountpoint={mountpoint},"
+                      f"writable={writable},io-uring=on")
         elif target.system != "bexd":
             export = (f"type=vhost-user-fs,id=e0,node-name=n0,addr.type=unix,"
                       f"addr.path={socket_path},tag=bench,writable=on,"
