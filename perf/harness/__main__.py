@@ -481,7 +481,8 @@ class Run:
                                      (end.time - start.time) * 100)
             row["daemon_cpu_us_per_io"] = (end.daemon_cpu - start.daemon_cpu) / requests * 1e6
             row["qemu_cpu_us_per_io"] = (end.qemu_cpu - start.qemu_cpu) / requests * 1e6
-            row["daemon_switches_per_io"] = (end.daemon_switches - start.daemon_switches) / requests
+            row["daemon_switches_per_io"] = systems.switches_between(
+                start.daemon_switches, end.daemon_switches) / requests
             if syscalls is not None:
                 row["daemon_syscalls_per_io"] = syscalls / requests
         self.raw_rows.append(row)

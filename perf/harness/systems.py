@@ -194,8 +194,8 @@ def read_cpu_seconds(pid):
 
 
 def read_context_switches(pid):
-    """Voluntary plus involuntary context switches of the live threads of `pid`."""
-    total = 0
+    """{thread id: voluntary plus involuntary context switches} of the live threads of `pid`."""
+    switches = {}
     try:
         for task in os.listdir(f"/proc/{pid}/task"):
             try:
@@ -203,12 +203,19 @@ def read_context_switches(pid):
                     for line in status:
                         if line.startswith(("voluntary_ctxt_switches:",
                                             "nonvoluntary_ctxt_switches:")):
-                            total += int(line.split()[1])
+                            switches[task] = switches.get(task, 0) + int(line.split()[1])
             except FileNotFoundError:
                 pass  # the thread ended meanwhile
     except OSError as error:
         raise DaemonError(f"cannot read the threads of process {pid}: {error}") from None
-    return total
+    return switches
+
+
+def switches_between(start, end):
+    """Context switches between two read_context_switches() samples: of the threads alive at the
+    end, counting a thread that started in between from zero. A thread pool that shrinks in
+    between is undercounted (its ended threads are gone), never counted negative."""
+    return sum(count - start.get(tid, 0) for tid, count in end.items())
 
 
 def _log_tail(path, lines=15):
