@@ -160,6 +160,34 @@ TEST_F(Iotest308Test, MountpointThatDoesNotExistIsRefused) {
   EXPECT_EQ(client_->Execute("query-block-exports")["return"].size(), 1u);
 }
 
+// A mountpoint that is already another process's FUSE mount (here another bexd's). QSD would
+// stat it (which the other server answers, or not) and mount on top; bexd refuses before any
+// stat, which a server that does not answer would block, and leaves the other mount alone.
+TEST_F(Iotest308Test, MountpointOfAnotherDaemonIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(StartWithClient());
+  const std::string taken = dir_.File("other.fuse");
+  const std::string other_log = Path("other.log");
+  BexdDaemon other({"--blockdev", "driver=null-co,node-name=null0,size=1M,read-zeroes=on",
+                    "--export", "type=fuse,id=other,node-name=null0,mountpoint=" + taken},
+                   other_log);
+  // SIGTERM, not the destructor's SIGKILL, whatever fails below: no dead mount stays behind.
+  struct StopAtEnd {
+    BexdDaemon& daemon;
+    ~StopAtEnd() { daemon.Stop(); }
+  } stop_at_end{other};
+  ASSERT_TRUE(WaitFor([&] { return IsMounted(taken) || !other.running(); })) << ReadFile(other_log);
+  ASSERT_TRUE(other.running()) << ReadFile(other_log);
+
+  json reply = client_->Execute("block-export-add", FuseExport("export-err", "disk0", taken));
+  EXPECT_EQ(ErrorClass(reply), "GenericError");
+  EXPECT_EQ(ErrorDesc(reply), "export 'export-err': mountpoint '" + taken +
+                                  "' is already a FUSE mount (fuse.bexd); unmount it first");
+  EXPECT_EQ(client_->Execute("query-block-exports")["return"].size(), 1u);
+  EXPECT_EQ(SizeOf(taken), kMiB);  // still the other daemon's export
+  EXPECT_EQ(other.Stop(), 0) << ReadFile(other_log);
+  EXPECT_FALSE(IsMounted(taken));
+}
+
 // 308 "Mountpoint is a regular file", "Mount over existing file" and "Remove export": the file
 // shows the node while exported (also the image's own path, which cp reads to its end), and its
 // own (empty) content again once the export is deleted.
