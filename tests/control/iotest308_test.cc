@@ -138,7 +138,8 @@ class Iotest308Test : public ControlTest {
 
   // The node's size as QMP reports it (query-named-block-nodes, image.virtual-size).
   uint64_t VirtualSize(const std::string& node_name) {
-    for (const json& node : client_->Execute("query-named-block-nodes")["return"]) {
+    const json nodes = client_->Execute("query-named-block-nodes")["return"];
+    for (const json& node : nodes) {
       if (node["node-name"] == node_name) return node["image"]["virtual-size"].get<uint64_t>();
     }
     ADD_FAILURE() << "no node " << node_name;
