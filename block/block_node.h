@@ -105,7 +105,8 @@ class BlockNode {
   // node's cache mode: from now on a failed flush is sticky (see FileNode::SettleDurable) even
   // with cache.direct=on. Any thread.
   virtual void SharePageCache() {}
-  // Re-reads the size after a client grew host_file() by writing past its end. Any thread.
+  // Re-reads the size after a client grew host_file() by writing past its end (only once
+  // SharePageCache was called; a no-op before). Any thread.
   virtual void RefreshSize() {}
 
   // QEMU's detect-zeroes, a property of every node whatever its driver. Set by OpenBlockNode()

@@ -266,6 +266,9 @@ absl::StatusOr<std::unique_ptr<IoQueue>> FileNode::CreateDriverQueue() {
 }
 
 void FileNode::RefreshSize() {
+  // Only a client doing its own I/O on the file (SharePageCache) changes its size behind the
+  // node; otherwise size_ is the truth, and re-reading it could undo a concurrent Truncate.
+  if (!page_cache_shared_.load(std::memory_order_acquire)) return;
   struct stat st;
   // A block device cannot be grown by writing; its size is read at open.
   if (is_block_device_ || fstat(fd_, &st) != 0) return;

@@ -119,6 +119,13 @@ class Session {
   // (and no change) unless ValidTimes(in).
   int ApplyAttributes(NodeKind kind, const struct fuse_setattr_in& in);
 
+  // Only the mounting user can reach the file (a FUSE mount without allow_other: the kernel
+  // turns everyone else away). SETATTR then refuses permission bits for the group and others,
+  // which would only pretend to grant access (QSD answers EPERM too). Call before any request
+  // is served.
+  void RestrictToOwner() { owner_only_.store(true, std::memory_order_relaxed); }
+  bool owner_only() const { return owner_only_.load(std::memory_order_relaxed); }
+
   // FUSE passthrough, if the export may use it: set once, before the first request arrives.
   void SetPassthrough(std::unique_ptr<Passthrough> passthrough) {
     passthrough_ = std::move(passthrough);
@@ -146,6 +153,7 @@ class Session {
   std::unique_ptr<Passthrough> passthrough_;
   std::atomic<bool> io_uring_enabled_{false};
   std::atomic<bool> io_uring_{false};
+  std::atomic<bool> owner_only_{false};
 
   alignas(64) std::atomic<uint32_t> open_handles_{0};
 

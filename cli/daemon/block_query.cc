@@ -61,6 +61,8 @@ void AddQcow2Info(const block::qcow2::Qcow2Node& node, json* image) {
 }
 
 json ImageInfo(const BlockGraph& graph, const BlockGraph::Entry& entry, bool flat) {
+  // A FUSE passthrough client grows a growable export's file without bexd seeing the write.
+  entry.node->RefreshSize();
   json image = {
       {"filename", Filename(graph, entry)},
       {"format", entry.node->driver_name()},

@@ -64,8 +64,10 @@ absl::StatusOr<std::unique_ptr<FuseExport>> FuseExport::Start(
   mount_options.fs_name = node->node_name();
   mount_options.allow_other = fuse_options.allow_other;
   mount_options.max_read = session->options().max_write;
+  mount_options.read_only = !options.writable;
   absl::StatusOr<FuseMount> mount = FuseMount::Create(claim->path(), mount_options);
   if (!mount.ok()) return mount.status();
+  if (!mount->allow_other()) session->RestrictToOwner();
   // Over io_uring /dev/fuse carries only INIT, FORGET, INTERRUPT and requests from before the
   // rings were up: one queue is enough.
   absl::StatusOr<std::vector<util::UniqueFd>> devices =

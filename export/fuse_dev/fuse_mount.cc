@@ -120,7 +120,7 @@ absl::StatusOr<FuseMount> FuseMount::Create(const std::string& path,
                                             const FuseMountOptions& options) {
   RouteLibfuseLog();
   const std::string base =
-      absl::StrCat("default_permissions,subtype=", kBexdFsSubtype,
+      absl::StrCat(options.read_only ? "ro," : "", "default_permissions,subtype=", kBexdFsSubtype,
                    ",fsname=", SafeFsName(options.fs_name), ",max_read=", options.max_read);
   bool try_allow_other =
       options.allow_other == AllowOther::kOn ||

@@ -26,6 +26,9 @@ struct FuseMountOptions {
   std::string fs_name;  // the mount's source in /proc/mounts
   AllowOther allow_other = AllowOther::kAuto;
   size_t max_read = 0;  // largest READ the kernel may send
+  // Mounted read-only ("ro"): the kernel refuses every change (open for writing, chmod, touch,
+  // truncate) with EROFS before asking bexd, and access(W_OK) and statvfs say so, as for QSD.
+  bool read_only = false;
 };
 
 class FuseMount {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // SETATTR: the presented mode, owner and times, and the size.
 #include <linux/fuse.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
@@ -48,6 +49,9 @@ Answer Setattr(Call& call) {
                                         FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW |
                                         FATTR_CTIME;
   if ((in.valid & kOtherAttributes) && !session.options().writable) return Answer::Error(EROFS);
+  if ((in.valid & FATTR_MODE) && session.owner_only() && (in.mode & (S_IRWXG | S_IRWXO))) {
+    return Answer::Error(EPERM);
+  }
 
   if (in.valid & FATTR_SIZE) {
     if (kind == NodeKind::kDirectory) return Answer::Error(EISDIR);

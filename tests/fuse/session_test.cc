@@ -208,6 +208,23 @@ TEST(AttributeTest, SetattrChangesModeOwnerAndTimesButNotTheFileType) {
   EXPECT_EQ(Getattr(harness).uid, 11u);
 }
 
+// A mount without allow_other: only the owner's bits may be set (QSD answers EPERM too).
+TEST(AttributeTest, OwnerOnlySessionRefusesBitsForOthers) {
+  CoreHarness harness(NullNode(), Options(true));
+  harness.session().RestrictToOwner();
+  harness.Init();
+  fuse_setattr_in in{};
+  in.valid = FATTR_MODE;
+  in.mode = S_IFREG | 0444;
+  EXPECT_EQ(harness.Run(RequestBytes(FUSE_SETATTR, 1).Append(in).Finish()).error(), EPERM);
+  in.mode = S_IFREG | 0601;
+  EXPECT_EQ(harness.Run(RequestBytes(FUSE_SETATTR, 1).Append(in).Finish()).error(), EPERM);
+  EXPECT_EQ(Getattr(harness).mode, S_IFREG | 0600u);
+  in.mode = S_IFREG | 0700;
+  EXPECT_EQ(harness.Run(RequestBytes(FUSE_SETATTR, 1).Append(in).Finish()).header().error, 0);
+  EXPECT_EQ(Getattr(harness).mode, S_IFREG | 0700u);
+}
+
 TEST(AttributeTest, ReadOnlyExportRefusesChanges) {
   CoreHarness harness(NullNode(true), Options(false));
   harness.Init();
