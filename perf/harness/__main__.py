@@ -42,6 +42,7 @@ def parse_args(repo):
                              "export over io_uring (io-uring=on), null and file drivers")
     parser.add_argument("--drivers", default=",".join(matrix.DEFAULT_DRIVERS),
                         help="comma list of null, file (the image with O_DIRECT on the host), "
+                             "file-io_uring (the same with aio=io_uring), "
                              "pagecache (the image through the host page cache), raw, qcow2, "
                              "qcow2-empty, qcow2-zlib (disk image formats over the file driver; "
                              "bexd and QSD only) (default null,file)")
@@ -303,7 +304,7 @@ class Run:
         if target.system in matrix.VHOST_SYSTEMS:
             return vhost.bench_command(self.binaries["vhost"], workload, self.socket_path,
                                        target.queues, self.args.runtime, self.args.ramp,
-                                       direct=target.driver == "file")
+                                       direct=target.driver in ("file", "file-io_uring"))
         if target.system in matrix.GUEST_SYSTEMS:
             return guest.cell_command(workload, self.args.runtime, self.args.ramp)
         filename = self.args.image if target.system == "native" else self.mountpoint
@@ -589,7 +590,7 @@ def main():
                 print(" ".join(run.cell_command(target, run.workloads_of(target)[0])))
         return 0
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
-    if {"file", "pagecache", *matrix.FORMAT_DRIVERS} & set(args.driver_list):
+    if {"file", "file-io_uring", "pagecache", *matrix.FORMAT_DRIVERS} & set(args.driver_list):
         prepare_image(args.image, args.size)
         check_not_tmpfs(args.image)
         prepare_format_images(args.image, args.size, args.driver_list)

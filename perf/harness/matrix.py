@@ -9,7 +9,9 @@ NUMJOBS = (1, 4)
 # file: the image with O_DIRECT on the host; pagecache: the same image through the host page cache
 # (bexd and QSD cache.direct=off, virtiofsd without allow_direct_io); rbd and nbd: remote stores
 # the harness starts (a Ceph cluster, an nbdkit server). All but null and file run on request.
-DRIVERS = ("null", "file", "pagecache", "rbd", "nbd", "raw", "qcow2", "qcow2-empty", "qcow2-zlib")
+# file-io_uring: the file driver with aio=io_uring instead of libaio (bexd and QSD).
+DRIVERS = ("null", "file", "file-io_uring", "pagecache", "rbd", "nbd", "raw", "qcow2", "qcow2-empty",
+           "qcow2-zlib")
 DEFAULT_DRIVERS = ("null", "file")
 # Disk image formats (issue 13), on request: the raw image under a `raw` node; a fully allocated
 # qcow2 image; an empty qcow2 image, made anew before every cell (writes measure allocation); a

@@ -94,6 +94,8 @@ class Summary:
         refs = [("QSD", f"qsd-{target.driver}")]
         if target.driver == "null":
             refs.append(("limit", f"limit-q{target.queues}"))
+        elif target.driver == "file-io_uring":  # fio on the image, and bexd with libaio
+            refs += [("native", "native-file"), ("libaio", f"bexd-file-q{target.queues}")]
         elif target.driver != "nbd":  # nbd has no native reference, only QSD on its server
             refs.append(("native", f"native-{target.driver}"))
         refs.append(("base", target.base.name))
@@ -190,7 +192,7 @@ def check_targets(summary):
         checks.append((f"{description} ({compared} cells)", verdict, failing))
 
     null_targets = [t for t in bexd if t.driver == "null"]
-    file_targets = [t for t in bexd if t.driver == "file"]
+    file_targets = [t for t in bexd if t.driver in ("file", "file-io_uring")]
     check("null: every cell ≥ 90 % of the limit responder with the same queue count",
           null_targets, lambda w: True, lambda t: f"limit-q{t.queues}", 0.9)
     check("null: every aio cell ≥ 1.3× QSD", null_targets, lambda w: w.engine == "aio",

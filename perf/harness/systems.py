@@ -21,7 +21,8 @@ class DaemonError(Exception):
 
 
 # The host cache setting of the file drivers, as bexd's and QSD's file node options.
-FILE_CACHE = {"file": "cache.direct=on", "pagecache": "cache.direct=off"}
+FILE_CACHE = {"file": "cache.direct=on", "file-io_uring": "cache.direct=on",
+              "pagecache": "cache.direct=off"}
 
 
 def image_path(raw_image, driver):
@@ -60,6 +61,8 @@ def _node(target, image, size, remote, qsd):
         return f"driver=nbd,node-name=n0,server.type=unix,server.path={remote.nbd_socket}"
     # QEMU refuses aio=native without O_DIRECT.
     aio = "threads" if qsd and target.driver == "pagecache" else "native"
+    if target.driver == "file-io_uring":
+        aio = "io_uring"
     return f"driver=file,node-name=n0,filename={image},{FILE_CACHE[target.driver]},aio={aio}"
 
 
