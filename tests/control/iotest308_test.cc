@@ -13,11 +13,14 @@
 // - the multi-threading case (four iothreads): qmp_qemu_commands_test.cc
 //   IothreadObjectsAreAddedAndDeletedAtRunTime;
 // - tear-down events at quit and on signals: qmp_qemu_format_test.cc
-//   QuitAnnouncesShutdownAndEveryExportBeforeItsReply, SignalsAnnounceShutdownAndEveryExport.
+//   QuitAnnouncesShutdownAndEveryExportBeforeItsReply, SignalsAnnounceShutdownAndEveryExport;
+// - tests/fuse-truncate (O_TRUNC empties a growable export, keeps a fixed-size one):
+//   tests/export/fuse_export_truncate_test.cc TruncatingOpenTest, TruncatingWriterTest.
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/falloc.h>
 #include <pwd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -514,6 +517,28 @@ TEST_F(Iotest308Test, DeleteAfterTheLastCloseAnnouncesTheExport) {
 // 308 "Tear down" with a file still open on an export: quit announces SHUTDOWN and every export
 // before its reply, the daemon exits 0 with nothing mounted, what was written is in the image,
 // and the open descriptor no longer reaches anything.
+// tests/fuse-mmap-shared: a writable export mapped MAP_SHARED shows the image and writes back
+// what is stored into the mapping (the kernel allows shared maps of a direct-I/O file only when
+// INIT negotiated FUSE_DIRECT_IO_ALLOW_MMAP).
+TEST_F(Iotest308Test, SharedMappingReadsAndWritesTheImage) {
+  const std::string before = Pattern(kImageBytes, 23);
+  ASSERT_NO_FATAL_FAILURE(WriteWholeFile(image_, before));
+  ASSERT_NO_FATAL_FAILURE(StartWithClient());
+  const int fd = ::open(mountpoint_.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  void* map = ::mmap(nullptr, kImageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(map, MAP_FAILED) << std::strerror(errno);
+  auto* bytes = static_cast<char*>(map);
+  EXPECT_TRUE(std::string(bytes, kImageBytes) == before);
+  const std::string after = Pattern(kImageBytes, 42);
+  std::memcpy(bytes, after.data(), kImageBytes);
+  EXPECT_EQ(::msync(map, kImageBytes, MS_SYNC), 0) << std::strerror(errno);
+  ::munmap(map, kImageBytes);
+  EXPECT_TRUE(ReadAt(image_, 0, kImageBytes) == after);
+  EXPECT_TRUE(ReadAt(mountpoint_, 0, kImageBytes) == after);
+}
+
 TEST_F(Iotest308Test, QuitWithAFileOpenRemovesEveryExport) {
   ASSERT_NO_FATAL_FAILURE(StartWithClient());
   const std::string second = dir_.File("t.fuse");
