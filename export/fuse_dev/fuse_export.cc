@@ -188,13 +188,9 @@ absl::Status FuseExport::StartQueues(std::vector<util::UniqueFd> devices,
     queues_.push_back({std::move(*transport), std::move(*thread)});
   }
   for (Queue& queue : queues_) {
-    serving_.fetch_add(1, std::memory_order_relaxed);
     absl::Status status =
-        queue.thread->BeginRun(queue.transport.get(), FuseDeviceTransport::kSlots);
-    if (!status.ok()) {
-      serving_.fetch_sub(1, std::memory_order_relaxed);
-      return status;
-    }
+        BeginServing(*queue.thread, queue.transport.get(), FuseDeviceTransport::kSlots);
+    if (!status.ok()) return status;
   }
   if (serving_.load(std::memory_order_acquire) == 1) {
     return absl::UnavailableError("the FUSE connection ended while the export was starting");
@@ -253,14 +249,19 @@ absl::Status FuseExport::StartRings(uint32_t depth) {
     rings_.push_back({std::move(*transport), std::move(*thread)});
   }
   for (Ring& ring : rings_) {
-    serving_.fetch_add(1, std::memory_order_relaxed);
-    absl::Status status = ring.thread->BeginRun(ring.transport.get(), depth);
-    if (!status.ok()) {
-      serving_.fetch_sub(1, std::memory_order_relaxed);
-      return status;
-    }
+    absl::Status status = BeginServing(*ring.thread, ring.transport.get(), depth);
+    if (!status.ok()) return status;
   }
   return absl::OkStatus();
+}
+
+absl::Status FuseExport::BeginServing(QueueThread& thread, QueueTransport* transport,
+                                      uint32_t slots) {
+  // Counted before the run begins: a queue that ends at once must find itself counted.
+  serving_.fetch_add(1, std::memory_order_relaxed);
+  absl::Status status = thread.BeginRun(transport, slots);
+  if (!status.ok()) serving_.fetch_sub(1, std::memory_order_relaxed);
+  return status;
 }
 
 void FuseExport::DropRings() {

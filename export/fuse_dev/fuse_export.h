@@ -60,6 +60,8 @@ class FuseExport final : public Export {
   // After INIT: the ring queues, one per possible CPU, each pinned to its CPU when this process
   // may run there. Returns once every ring has registered its entries.
   absl::Status StartRings(uint32_t depth);
+  // Begins `thread`'s run on `transport`, counted in serving_ while it runs.
+  absl::Status BeginServing(QueueThread& thread, QueueTransport* transport, uint32_t slots);
   // Waits until a queue has answered INIT; false if the connection ended first or INIT never came.
   bool WaitForInitReply();
   // Ends the ring threads after a failed start; the export goes on over /dev/fuse.
@@ -76,15 +78,14 @@ class FuseExport final : public Export {
   const std::shared_ptr<fuse::Session> session_;
   MountpointClaim claim_;
   FuseMount mount_;
-  struct Queue {
-    std::unique_ptr<FuseDeviceTransport> transport;
+  template <typename Transport>
+  struct Served {
+    std::unique_ptr<Transport> transport;
     std::unique_ptr<QueueThread> thread;  // destroyed (joined) before its transport
   };
-  std::vector<Queue> queues_;  // fixed once StartQueues() ran
-  struct Ring {
-    std::unique_ptr<FuseRingTransport> transport;
-    std::unique_ptr<QueueThread> thread;  // destroyed (joined) before its transport
-  };
+  using Queue = Served<FuseDeviceTransport>;
+  using Ring = Served<FuseRingTransport>;
+  std::vector<Queue> queues_;                          // fixed once StartQueues() ran
   std::vector<Ring> rings_;                            // fixed once StartRings() ran
   std::unique_ptr<DeviceBackingFiles> backing_files_;  // with passthrough only
   // Queue threads still serving, plus one held by StartQueues() while it starts them, so that

@@ -27,6 +27,10 @@ bool ConnectionEnded(int error) {
   return error == ENOTCONN || error == ECONNABORTED || error == ECANCELED || error == ENODEV;
 }
 
+// io_uring_enter failures that pass: interrupted, or short of memory for a moment. The commands
+// stay in the submission ring for the next try.
+bool SubmitCanRetry(int error) { return error == EINTR || error == EAGAIN || error == EBUSY; }
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FuseRingTransport>> FuseRingTransport::Create(
@@ -144,8 +148,7 @@ bool FuseRingTransport::Submit() {
     unsubmitted_ = 0;
     return true;
   }
-  // Interrupted, or short of memory for a moment: the commands stay in the ring for the next try.
-  if (submitted == -EINTR || submitted == -EAGAIN || submitted == -EBUSY) return true;
+  if (SubmitCanRetry(-submitted)) return true;
   log::Error("{}: submitting to io_uring failed: {}", thread_->label(), std::strerror(-submitted));
   return false;
 }
@@ -157,7 +160,7 @@ QueueTransport::Fetched FuseRingTransport::Fetch(QueueThread& thread, bool idle)
     const int result = io_uring_submit_and_wait(&ring_, 1);
     if (result >= 0) {
       unsubmitted_ = 0;
-    } else if (result != -EINTR && result != -EAGAIN && result != -EBUSY) {
+    } else if (!SubmitCanRetry(-result)) {
       log::Error("{}: waiting on io_uring failed: {}", thread.label(), std::strerror(-result));
       thread.EndServing(/*failed=*/true);
       return Fetched::kEmpty;
