@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "block/io_request.h"
@@ -34,6 +35,13 @@ class IoQueue {
   virtual int event_fd() const = 0;
   // Requests submitted and not yet completed.
   virtual uint32_t in_flight() const = 0;
+  // The memory the caller's request data lives in (a transport's request and reply buffers), for
+  // a driver that can map it into the kernel once instead of on every request (io_uring's
+  // registered buffers). Regions are disjoint and sorted by address. A hint: drivers that cannot
+  // use it ignore it, and data elsewhere still works. It replaces the regions named before; an
+  // empty span forgets them, which the caller must do before it unmaps them. Control path, only
+  // while no request is in flight.
+  virtual void UseBuffers(std::span<const struct iovec> regions) {}
 };
 
 // What a node can do, so that its users answer from it instead of trying (as nbdkit's can_trim,

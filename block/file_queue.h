@@ -38,6 +38,10 @@ class FileQueue final : public IoQueue {
   void Poll() override;
   int event_fd() const override { return event_fd_; }
   uint32_t in_flight() const override { return in_flight_; }
+  // aio=io_uring registers them (uring_ring.h); libaio and the workers have no use for them.
+  void UseBuffers(std::span<const struct iovec> regions) override {
+    if (uring_ != nullptr) uring_->UseBuffers(regions);
+  }
 
  private:
   FileQueue(std::shared_ptr<FileNode> node, int event_fd)

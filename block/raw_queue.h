@@ -22,6 +22,8 @@ class RawQueue final : public IoQueue {
   // The child's: every request that needs waiting for is on the child's queue.
   int event_fd() const override { return child_->event_fd(); }
   uint32_t in_flight() const override { return child_->in_flight() + local_count_; }
+  // Data keeps its buffers on the way to the child.
+  void UseBuffers(std::span<const struct iovec> regions) override { child_->UseBuffers(regions); }
 
  private:
   void CompleteLater(IoRequest* request, int64_t result);

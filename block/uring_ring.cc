@@ -5,11 +5,14 @@
 #include <linux/falloc.h>
 #include <linux/fs.h>
 
+#include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <fstream>
 #include <string>
 
 #include "util/log.h"
+#include "util/rate_limit.h"
 
 namespace bexd::block {
 namespace {
@@ -25,6 +28,11 @@ std::string RefusalReason(int error) {
   }
   return "io_uring_setup failed";
 }
+
+// The kernel's limit on registered buffers per ring (IORING_MAX_REG_BUFFERS).
+constexpr size_t kMaxFixedBuffers = 1u << 14;
+// Registration grows in steps of at least this, so small requests need few register calls.
+constexpr size_t kMinRegisteredBytes = 8192;
 
 }  // namespace
 
@@ -67,6 +75,55 @@ UringRing::~UringRing() {
   io_uring_queue_exit(&ring_);
 }
 
+void UringRing::UseBuffers(std::span<const struct iovec> regions) {
+  if (!regions_.empty()) {
+    io_uring_unregister_buffers(&ring_);
+    regions_.clear();
+  }
+  if (regions.empty() || regions.size() > kMaxFixedBuffers) return;
+  // A sparse table (Linux 5.19): each region is registered when a request first uses it.
+  int error = io_uring_register_buffers_sparse(&ring_, static_cast<unsigned>(regions.size()));
+  if (error < 0) {
+    log::Debug("io_uring: no registered buffers ({}); request pages are mapped per request",
+               std::strerror(-error));
+    return;
+  }
+  regions_.reserve(regions.size());
+  for (const struct iovec& region : regions) {
+    regions_.push_back({reinterpret_cast<uintptr_t>(region.iov_base), region.iov_len, 0, false});
+  }
+}
+
+int UringRing::FixedBufferFor(const struct iovec& iov) {
+  const auto start = reinterpret_cast<uintptr_t>(iov.iov_base);
+  // The last region that starts at or before the data.
+  auto after =
+      std::upper_bound(regions_.begin(), regions_.end(), start,
+                       [](uintptr_t address, const Region& r) { return address < r.start; });
+  if (after == regions_.begin()) return -1;
+  Region& region = *(after - 1);
+  const size_t reach = start - region.start + iov.iov_len;
+  if (region.refused || reach > region.length) return -1;
+  const auto index = static_cast<int>(after - 1 - regions_.begin());
+  if (reach <= region.registered) return index;
+  // Pinning faults the pages in: register about as far as requests reach, not the whole region.
+  const size_t grown = std::min(region.length, std::bit_ceil(std::max(reach, kMinRegisteredBytes)));
+  struct iovec buffer = {reinterpret_cast<void*>(region.start), grown};
+  int error = io_uring_register_buffers_update_tag(&ring_, static_cast<unsigned>(index), &buffer,
+                                                   nullptr, 1);
+  if (error < 0) {
+    region.refused = true;
+    static log::RateLimit limit;
+    log::Limited(limit, log::Level::kWarn,
+                 "io_uring: cannot register {} bytes of request buffers ({}); their pages are "
+                 "mapped per request instead",
+                 grown, std::strerror(-error));
+    return -1;
+  }
+  region.registered = grown;
+  return index;
+}
+
 bool UringRing::Carries(const IoRequest& request, const FileNode& node) {
   switch (request.op) {
     case IoOp::kRead:
@@ -90,12 +147,27 @@ bool UringRing::Prepare(IoRequest* request, const FileNode& node) {
   const auto offset = static_cast<__u64>(request->offset);
   switch (request->op) {
     case IoOp::kRead:
-      io_uring_prep_readv(sqe, fd, request->iov, static_cast<unsigned>(request->iovcnt), offset);
+    case IoOp::kWrite: {
+      const bool read = request->op == IoOp::kRead;
+      // A fixed-buffer op takes one buffer: requests in one segment, the common case.
+      const int fixed =
+          request->iovcnt == 1 && !regions_.empty() ? FixedBufferFor(request->iov[0]) : -1;
+      if (fixed >= 0) {
+        const struct iovec& iov = request->iov[0];
+        const auto length = static_cast<unsigned>(iov.iov_len);
+        if (read) {
+          io_uring_prep_read_fixed(sqe, fd, iov.iov_base, length, offset, fixed);
+        } else {
+          io_uring_prep_write_fixed(sqe, fd, iov.iov_base, length, offset, fixed);
+        }
+      } else if (read) {
+        io_uring_prep_readv(sqe, fd, request->iov, static_cast<unsigned>(request->iovcnt), offset);
+      } else {
+        io_uring_prep_writev(sqe, fd, request->iov, static_cast<unsigned>(request->iovcnt), offset);
+      }
+      if (!read && (request->flags & kIoFua)) sqe->rw_flags = RWF_DSYNC;
       break;
-    case IoOp::kWrite:
-      io_uring_prep_writev(sqe, fd, request->iov, static_cast<unsigned>(request->iovcnt), offset);
-      if (request->flags & kIoFua) sqe->rw_flags = RWF_DSYNC;
-      break;
+    }
     case IoOp::kFlush:
       io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
       break;

@@ -45,6 +45,9 @@ class Qcow2Queue final : public IoQueue {
   void Poll() override;
   int event_fd() const override { return epoll_fd_; }
   uint32_t in_flight() const override { return in_flight_; }
+  // Data clusters are read and written in the caller's buffers; tables, compressed clusters and
+  // copy-on-write use the queue's own.
+  void UseBuffers(std::span<const struct iovec> regions) override { file_->UseBuffers(regions); }
 
   // The engine hands a request back (any thread); the queue picks it up in its next Poll().
   void Reply(IoRequest* request);

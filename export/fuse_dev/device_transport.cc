@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -59,6 +60,9 @@ absl::Status FuseDeviceTransport::Attach(QueueThread& thread) {
     request.out_count = 1;
   }
   thread_ = &thread;
+  std::array<struct iovec, kSlots> slots;
+  for (uint32_t i = 0; i < kSlots; ++i) slots[i] = buffers_.slot(i);
+  thread.UseBuffers(slots);
   // Edge-triggered: a busy thread reads the device until EAGAIN and polls the IoQueue after every
   // wake-up, so it never needs a level reminder, and a busy queue that stopped reading (no free
   // slot) is not woken for requests another queue will take. Exclusive: all clones wait on the

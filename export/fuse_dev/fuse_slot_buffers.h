@@ -13,6 +13,7 @@
 #pragma once
 
 #include <absl/status/statusor.h>
+#include <sys/uio.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +39,10 @@ class FuseSlotBuffers {
   size_t request_capacity() const { return kWriteHeaderBytes + data_bytes_; }
   uint8_t* reply(size_t slot) const { return DataStart(slot) - kReplyHeaderBytes; }
   size_t reply_capacity() const { return kReplyHeaderBytes + data_bytes_; }
+  // Where the slot's request and reply lie (its header page and data pages); slots ascend.
+  struct iovec slot(size_t slot) const {
+    return {base_ + slot * stride(), stride()};
+  }
 
  private:
   FuseSlotBuffers(uint8_t* base, size_t mapped_bytes, size_t data_bytes)

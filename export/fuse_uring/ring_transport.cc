@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "export/fuse_dev/read_interrupt.h"
 #include "util/log.h"
@@ -84,6 +85,11 @@ absl::Status FuseRingTransport::Attach(QueueThread& thread) {
   thread_ = &thread;
   ended_ = false;
   unsubmitted_ = 0;
+  std::vector<struct iovec> payloads(depth_);
+  for (uint32_t entry = 0; entry < depth_; ++entry) {
+    payloads[entry] = {buffers_.payload(entry), buffers_.payload_bytes()};
+  }
+  thread.UseBuffers(payloads);
   // 128-byte SQEs hold the FUSE command (fuse_uring_cmd_req) in their command area. Created here,
   // on the queue thread: the kernel copies each request into the entry's buffers in the context
   // of the task that submitted its command, and only this thread ever submits.

@@ -131,6 +131,8 @@ void QueueThread::Run() {
   if (!status.ok()) return;
   Serve();
   transport_->Detach(failed_);
+  // The transport's buffers may go with it; the next run names its own.
+  queue_->io_queue().UseBuffers({});
   {
     std::lock_guard lock(mutex_);
     state_ = State::kIdle;

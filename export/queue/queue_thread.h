@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -80,6 +81,9 @@ class QueueThread {
   bool idle() const { return free_.full(); }
   // The slot the next request goes into: fill its request's `in`/`out`, then DispatchNext().
   uint32_t next_slot() const { return free_.Top(); }
+  // Names the memory the transport's requests keep their data in, for a driver that registers
+  // it with the kernel (block::IoQueue::UseBuffers); in Attach(). Forgotten when the run ends.
+  void UseBuffers(std::span<const struct iovec> regions) { queue_->io_queue().UseBuffers(regions); }
   // Takes next_slot() and hands its request to the core.
   void DispatchNext();
   // Stops fetching: the run completes what is in flight and ends. `failed`: the transport's
