@@ -50,6 +50,8 @@ def parse_args(repo):
                                          "(default 1,2,4)")
     parser.add_argument("--workloads", help="comma list of RW-ENGINE-jN (default: all 16)")
     parser.add_argument("--size", type=int, default=1 << 30, help="export size in bytes")
+    parser.add_argument("--block-size", default=fio.BLOCK_SIZE,
+                        help=f"fio block size of every cell, as fio writes it (default {fio.BLOCK_SIZE})")
     parser.add_argument("--image", help="raw image for the file driver, created preallocated "
                                         "(default BUILD_DIR/bench.img; must not be on tmpfs)")
     parser.add_argument("--no-build", action="store_true", help="use the binaries as they are")
@@ -99,6 +101,11 @@ def parse_args(repo):
                               [matrix.parse_workload(w) for w in args.workloads.split(",")])
     except ValueError as error:
         parser.error(str(error))
+    fio.BLOCK_SIZE = args.block_size
+    # Daemons, virtiofsd and the mount checks run in other directories: every path is absolute.
+    for name in ("build_dir", "out", "image", "bexd", "baseline_bexd", "limit_responder", "vhost_bench"):
+        if getattr(args, name):
+            setattr(args, name, os.path.abspath(getattr(args, name)))
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H%M%S")
     if args.out is None:
         args.out = (os.path.join(args.build_dir, "quick", stamp) if args.quick else

@@ -4,6 +4,7 @@
 import statistics
 
 from harness.matrix import DRIVERS, GUEST_SYSTEMS, URING_SYSTEM, VHOST_SYSTEMS, Target
+from harness import fio
 
 RAW_COLUMNS = ["rep", "target", "system", "driver", "queues", "workload", "rw", "engine",
                "numjobs", "iops", "bw_kib", "lat_mean_us", "lat_p99_us", "daemon_cpu_pct",
@@ -312,7 +313,7 @@ def markdown(summary, facts, settings, memory_rows, chart_files):
     lines += [f"| {key} | {value} |" for key, value in settings.items() if key not in ("date",)]
     lines.append("")
     lines.append("IOPS: median over repetitions, ± half the min–max range as % of the median. "
-                 "Ratios compare medians. bs=4k, direct=1; aio = libaio QD16, sync = pvsync2 QD1; "
+                 f"Ratios compare medians. bs={fio.BLOCK_SIZE}, direct=1; aio = libaio QD16, sync = pvsync2 QD1; "
                  "jN = numjobs N (group_reporting, all jobs on the one file).")
     lines.append("")
     for driver in DRIVERS:

@@ -3,21 +3,18 @@
 // through the kernel's fixed buffers, registered as far as requests reach. Checked by the bytes
 // that land in the file and in the buffers, and by the ring's own account of what it registered
 // (/proc/self/fdinfo of the io_uring descriptor).
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "tests/block/file_fixture.h"
 #include "tests/block/queue_runner.h"
+#include "tests/support/io_uring_fdinfo.h"
 
 namespace bexd::block {
 namespace {
@@ -59,42 +56,11 @@ class SlotMemory {
   std::vector<struct iovec> regions_;
 };
 
-// Registered buffer lengths by index, as the kernel lists them for this process's one io_uring
-// ("UserBufs:" in fdinfo, then "index: 0xaddress/length" per buffer, or "index: <none>" for an
-// empty one, which counts as 0); nullopt if no io_uring descriptor lists buffers.
-std::optional<std::map<int, uint64_t>> RegisteredLengths() {
-  std::map<int, uint64_t> lengths;
-  bool listed = false;
-  DIR* fds = opendir("/proc/self/fd");
-  if (fds == nullptr) return lengths;
-  while (struct dirent* entry = readdir(fds)) {
-    char target[256] = {};
-    std::string link = std::string("/proc/self/fd/") + entry->d_name;
-    if (readlink(link.c_str(), target, sizeof(target) - 1) < 0) continue;
-    if (std::string(target) != "anon_inode:[io_uring]") continue;
-    std::ifstream info(std::string("/proc/self/fdinfo/") + entry->d_name);
-    std::string line;
-    bool in_bufs = false;
-    const std::regex buffer(R"(\s*(\d+):\s*0x[0-9a-f]+/(\d+))");
-    const std::regex empty(R"(\s*(\d+):\s*<none>)");
-    while (std::getline(info, line)) {
-      if (line.rfind("UserBufs:", 0) == 0) {
-        in_bufs = listed = true;
-        continue;
-      }
-      std::smatch match;
-      if (in_bufs && std::regex_match(line, match, buffer)) {
-        lengths[std::stoi(match[1])] = std::stoull(match[2]);
-      } else if (in_bufs && std::regex_match(line, match, empty)) {
-        lengths[std::stoi(match[1])] = 0;
-      } else if (in_bufs) {
-        in_bufs = false;
-      }
-    }
-  }
-  closedir(fds);
-  if (!listed) return std::nullopt;
-  return lengths;
+// The registered buffers of the test's one io_uring (the queue's).
+std::map<int, uint64_t> RegisteredLengths() {
+  const auto rings = bexd::testing::IoUringRegisteredBuffers();
+  EXPECT_EQ(rings.size(), 1u) << "io_uring descriptors in this process";
+  return rings.empty() ? std::map<int, uint64_t>{} : rings.front();
 }
 
 class FileFixedBuffersTest : public ::testing::TestWithParam<bool> {
@@ -168,24 +134,23 @@ TEST_P(FileFixedBuffersTest, RegistrationGrowsWithTheFarthestRequest) {
   SlotMemory memory;
   queue_->UseBuffers(memory.regions());
   auto lengths = RegisteredLengths();
-  ASSERT_TRUE(lengths.has_value()) << "no io_uring descriptor lists UserBufs in /proc/self/fdinfo";
-  ASSERT_EQ(lengths->size(), kRegions);
-  for (const auto& [index, length] : *lengths) EXPECT_EQ(length, 0u) << "buffer " << index;
+  ASSERT_EQ(lengths.size(), kRegions);
+  for (const auto& [index, length] : lengths) EXPECT_EQ(length, 0u) << "buffer " << index;
 
   // One page after the header page: two pages registered, no more.
   ASSERT_EQ(ReadAt(*queue_, memory.Region(3) + 4096, 4096, 0), 4096);
   lengths = RegisteredLengths();
-  EXPECT_EQ((*lengths)[3], 8192u);
-  EXPECT_EQ((*lengths)[2], 0u);
+  EXPECT_EQ(lengths[3], 8192u);
+  EXPECT_EQ(lengths[2], 0u);
   // A request reaching 132 KiB into the region: the next power of two.
   ASSERT_EQ(ReadAt(*queue_, memory.Region(3) + 4096, 128 << 10, 0), 128 << 10);
-  EXPECT_EQ((*RegisteredLengths())[3], 256u << 10);
+  EXPECT_EQ(RegisteredLengths()[3], 256u << 10);
   // Reaching the end: the whole region, never past it.
   ASSERT_EQ(ReadAt(*queue_, memory.Region(3) + 4096, 1 << 20, 0), 1 << 20);
-  EXPECT_EQ((*RegisteredLengths())[3], kRegionBytes);
+  EXPECT_EQ(RegisteredLengths()[3], kRegionBytes);
 
   queue_->UseBuffers({});
-  EXPECT_TRUE(RegisteredLengths().value_or(std::map<int, uint64_t>{}).empty());
+  EXPECT_TRUE(RegisteredLengths().empty());
 }
 
 TEST_P(FileFixedBuffersTest, ForgottenRegionsAreNotUsedForNewMemoryAtTheSameAddress) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/export/export_fixture.h"
+#include "tests/support/io_uring_fdinfo.h"
 
 namespace bexd::exports::testing {
 namespace {
@@ -88,6 +89,43 @@ TEST_P(DataTest, WritesFromSeveralThreadsReachTheBackingFile) {
 
 INSTANTIATE_TEST_SUITE_P(CacheModes, DataTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Direct" : "Buffered"; });
+
+// The registered bytes of every io_uring in this process (the file node's rings; the FUSE
+// rings of the io_uring transport register none).
+uint64_t RegisteredBufferBytes() {
+  uint64_t total = 0;
+  for (const auto& ring : bexd::testing::IoUringRegisteredBuffers()) {
+    for (const auto& [index, length] : ring) total += length;
+  }
+  return total;
+}
+
+using IoUringNodeTest = FuseExportTest;
+
+// aio=io_uring under a FUSE export: the transport hands its request buffers to the node's rings,
+// which register them as requests reach into them; the data still lands byte for byte, and
+// nothing stays registered once the export has stopped.
+TEST_F(IoUringNodeTest, RequestBuffersAreRegisteredWithTheNodesRings) {
+  constexpr uint64_t kRegion = 4 * kMiB;
+  const std::string image = scratch_.CreateFile("image", 2 * kRegion);
+  const std::string mountpoint = MakeMountpoint();
+  ASSERT_NE(Start(FuseOptions(mountpoint, true, 2),
+                  OpenFileNode(image, false, /*cache_direct=*/true, block::AioMode::kIoUring)),
+            nullptr);
+  EXPECT_EQ(RegisteredBufferBytes(), 0u) << "registered before any request";
+
+  WriteAndVerifyRegion(mountpoint, true, 0, kRegion, 41, {4096, 65536, kMiB, 12288});
+  WriteAndVerifyRegion(mountpoint, false, kRegion, 2 * kRegion, 42, {1000, 65533, 2 * kMiB + 17});
+  EXPECT_GT(RegisteredBufferBytes(), 0u) << "no request went through a registered buffer";
+
+  for (auto& running : exports_) running->Stop();
+  EXPECT_EQ(RegisteredBufferBytes(), 0u) << "still registered after stop";
+  const std::vector<uint8_t> backing = ReadWholeFile(image);
+  ASSERT_EQ(backing.size(), 2 * kRegion);
+  for (uint64_t i = 0; i < 2 * kRegion; ++i) {
+    ASSERT_EQ(backing[i], PatternByte(i, i < kRegion ? 41 : 42)) << "backing file differs at " << i;
+  }
+}
 
 using SizeTest = FuseExportTest;
 
