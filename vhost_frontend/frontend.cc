@@ -191,14 +191,16 @@ absl::Status Frontend::StartRing(uint32_t index) {
     if (!created.ok()) return created.status();
     *fd = std::move(*created);
   }
-  ring.kick_read.Reset();
-  if (options_.kick_pipe) {
+  ring.kick_peer.Reset();
+  if (options_.kick_socket) {
     int ends[2];
-    if (pipe2(ends, O_CLOEXEC | O_NONBLOCK) != 0) return util::ErrnoStatus(errno, "pipe2");
-    ring.kick_read = util::UniqueFd(ends[0]);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, ends) != 0) {
+      return util::ErrnoStatus(errno, "socketpair");
+    }
+    ring.kick_peer = util::UniqueFd(ends[0]);
     ring.kick = util::UniqueFd(ends[1]);
   }
-  const int backend_kick = options_.kick_pipe ? ring.kick_read.get() : ring.kick.get();
+  const int backend_kick = options_.kick_socket ? ring.kick_peer.get() : ring.kick.get();
   proto::VringState num = {index, ring.size};
   proto::VringState base = {index, ring.avail_idx};
   proto::VringAddr addr = {index,

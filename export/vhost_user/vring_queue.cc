@@ -56,8 +56,8 @@ uint16_t VringQueue::Stop() {
 absl::Status VringQueue::Attach(QueueThread& thread) {
   if (absl::Status status = ring_.Start(run_.layout, run_.memory); !status.ok()) return status;
   // Each write to an eventfd wakes an edge-triggered waiter, however high its counter: such a
-  // kick fd is never read. Anything else the frontend passed (a pipe would fill up and stop
-  // waking the thread) is watched level-triggered and read on every wake-up.
+  // kick fd is never read. Anything else the frontend passed is watched level-triggered and read
+  // on every wake-up: a socket left unread fills up, and a kick it then refuses wakes nobody.
   kick_is_eventfd_ = util::IsEventFd(run_.kick_fd);
   const uint32_t kick_events = kick_is_eventfd_ ? EPOLLIN | EPOLLET : EPOLLIN;
   if (absl::Status status = thread.loop().Watch(run_.kick_fd, kick_events, kKickTag);
