@@ -42,6 +42,13 @@ class IoQueue {
   // empty span forgets them, which the caller must do before it unmaps them. Control path, only
   // while no request is in flight.
   virtual void UseBuffers(std::span<const struct iovec> regions) {}
+  // The caller watches event_fd() edge-triggered (EPOLLET) and calls Poll() after every wake-up,
+  // so Poll() need not clear it (a system call per Poll() saved where the fd is an eventfd that is
+  // signalled once per completion: each signal wakes an edge-triggered waiter again, however
+  // high its counter). Without this, event_fd() may be watched level-triggered and Poll() clears
+  // it. A hint: a driver keeps its own behaviour if that already suits both. Control path, before
+  // the first Submit().
+  virtual void SetEdgeTriggeredWaiter() {}
 };
 
 // What a node can do, so that its users answer from it instead of trying (as nbdkit's can_trim,

@@ -24,6 +24,7 @@ class DetectZeroesQueue final : public IoQueue {
   int event_fd() const override { return driver_->event_fd(); }
   uint32_t in_flight() const override { return driver_->in_flight(); }
   void UseBuffers(std::span<const struct iovec> regions) override { driver_->UseBuffers(regions); }
+  void SetEdgeTriggeredWaiter() override { driver_->SetEdgeTriggeredWaiter(); }
 
  private:
   std::unique_ptr<IoQueue> driver_;

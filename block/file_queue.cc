@@ -10,6 +10,7 @@
 
 #include "block/file_worker.h"
 #include "block/request_check.h"
+#include "util/eventfd.h"
 #include "util/log.h"
 #include "util/rate_limit.h"
 
@@ -44,6 +45,7 @@ absl::StatusOr<std::unique_ptr<FileQueue>> FileQueue::Create(std::shared_ptr<Fil
                                              "/proc/sys/fs/aio-max-nr)",
                                              kAioDepth));
     }
+    queue->aio_events_.emplace(queue->aio_);
   }
   auto workers =
       WorkerPool::Start(aio != AioMode::kThreads ? kHelperThreadsForAsync : kThreadsPerQueue,
@@ -170,8 +172,7 @@ void FileQueue::SubmitRing() {
   static log::RateLimit limit;
   log::Limited(limit, log::Level::kWarn, "node '{}': io_uring submission failed: {}",
                node_->node_name(), std::strerror(-submitted));
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t written = write(event_fd_, &one, sizeof(one));
+  util::SignalEventFd(event_fd_);
 }
 
 void FileQueue::SubmitLibaio() {
@@ -224,9 +225,8 @@ void FileQueue::ReapAio(RequestList* finished) {
 }
 
 void FileQueue::ReapLibaio(RequestList* finished) {
-  static const struct timespec kNoWait = {0, 0};
   while (in_kernel_ > 0) {
-    int count = io_getevents(aio_, 0, kAioDepth, events_, const_cast<struct timespec*>(&kNoWait));
+    int count = aio_events_->Take(events_, kAioDepth);
     if (count <= 0) return;
     in_kernel_ -= static_cast<uint32_t>(count);
     for (int i = 0; i < count; ++i) {
@@ -244,10 +244,10 @@ void FileQueue::DispatchJobs() {
 }
 
 void FileQueue::Poll() {
-  // Always clear the eventfd: a signal for a completion already reaped may land late, and a
-  // level-triggered epoll would otherwise keep waking the thread.
-  uint64_t signals;
-  [[maybe_unused]] ssize_t n = read(event_fd_, &signals, sizeof(signals));
+  // For a level-triggered waiter, clear the eventfd before reaping: a signal for a completion
+  // already reaped may land late, and the waiter would otherwise keep waking. Cleared after
+  // reaping, it could swallow the signal of a completion that lands in between.
+  if (!edge_triggered_waiter_) util::DrainEventFd(event_fd_);
   if (in_flight_ == 0) return;
   SubmitAio();
   DispatchJobs();
@@ -262,10 +262,7 @@ void FileQueue::Poll() {
   // What the callbacks submitted, and partial completions handed to the workers.
   SubmitAio();
   DispatchJobs();
-  if (!local_.empty()) {
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t written = write(event_fd_, &one, sizeof(one));
-  }
+  if (!local_.empty()) util::SignalEventFd(event_fd_);
 }
 
 }  // namespace bexd::block

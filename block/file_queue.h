@@ -14,7 +14,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
+#include "block/aio_event_ring.h"
 #include "block/block_node.h"
 #include "block/file_node.h"
 #include "block/request_list.h"
@@ -42,6 +44,9 @@ class FileQueue final : public IoQueue {
   void UseBuffers(std::span<const struct iovec> regions) override {
     if (uring_ != nullptr) uring_->UseBuffers(regions);
   }
+  // Poll() stops clearing event_fd(): libaio, the ring and the workers signal it once per
+  // completion, which is all an edge-triggered waiter needs.
+  void SetEdgeTriggeredWaiter() override { edge_triggered_waiter_ = true; }
 
  private:
   FileQueue(std::shared_ptr<FileNode> node, int event_fd)
@@ -63,8 +68,9 @@ class FileQueue final : public IoQueue {
 
   std::shared_ptr<FileNode> node_;
   const int event_fd_;
-  io_context_t aio_ = nullptr;        // aio=native only
-  std::unique_ptr<UringRing> uring_;  // aio=io_uring only
+  io_context_t aio_ = nullptr;              // aio=native only
+  std::optional<AioEventRing> aio_events_;  // aio=native only: takes aio_'s completions
+  std::unique_ptr<UringRing> uring_;        // aio=io_uring only
   std::unique_ptr<WorkerPool> workers_;
 
   RequestList aio_waiting_;  // prepared iocbs not yet given to io_submit
@@ -74,6 +80,7 @@ class FileQueue final : public IoQueue {
   uint32_t in_kernel_ = 0;  // given to libaio or the ring, not yet reaped
   uint32_t in_workers_ = 0;
   uint32_t in_flight_ = 0;
+  bool edge_triggered_waiter_ = false;
   struct iocb* batch_[kAioDepth];
   struct io_event events_[kAioDepth];
 };

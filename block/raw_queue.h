@@ -24,6 +24,8 @@ class RawQueue final : public IoQueue {
   uint32_t in_flight() const override { return child_->in_flight() + local_count_; }
   // Data keeps its buffers on the way to the child.
   void UseBuffers(std::span<const struct iovec> regions) override { child_->UseBuffers(regions); }
+  // The waiter on event_fd() waits on the child's fd.
+  void SetEdgeTriggeredWaiter() override { child_->SetEdgeTriggeredWaiter(); }
 
  private:
   void CompleteLater(IoRequest* request, int64_t result);

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "util/status.h"
 
@@ -25,6 +27,14 @@ void SignalEventFd(int fd) {
 void DrainEventFd(int fd) {
   uint64_t count;
   [[maybe_unused]] ssize_t n = ::read(fd, &count, sizeof(count));
+}
+
+bool IsEventFd(int fd) {
+  static constexpr std::string_view kLink = "anon_inode:[eventfd]";
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  char link[kLink.size() + 1];
+  const ssize_t n = ::readlink(path.c_str(), link, sizeof(link));
+  return n == static_cast<ssize_t>(kLink.size()) && std::string_view(link, n) == kLink;
 }
 
 }  // namespace bexd::util

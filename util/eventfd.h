@@ -20,4 +20,9 @@ void SignalEventFd(int fd);
 // Resets the counter to 0, so a level-triggered wait does not report it again.
 void DrainEventFd(int fd);
 
+// Whether `fd` is an eventfd (its /proc/self/fd link is the kernel's "anon_inode:[eventfd]"),
+// e.g. one another process passed: every write to an eventfd wakes an edge-triggered epoll
+// waiter, so such a waiter need not drain it. False if it cannot tell (no /proc).
+bool IsEventFd(int fd);
+
 }  // namespace bexd::util

@@ -191,6 +191,16 @@ absl::Status Frontend::StartRing(uint32_t index) {
     if (!created.ok()) return created.status();
     *fd = std::move(*created);
   }
+  ring.kick_peer.Reset();
+  if (options_.kick_socket) {
+    int ends[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, ends) != 0) {
+      return util::ErrnoStatus(errno, "socketpair");
+    }
+    ring.kick_peer = util::UniqueFd(ends[0]);
+    ring.kick = util::UniqueFd(ends[1]);
+  }
+  const int backend_kick = options_.kick_socket ? ring.kick_peer.get() : ring.kick.get();
   proto::VringState num = {index, ring.size};
   proto::VringState base = {index, ring.avail_idx};
   proto::VringAddr addr = {index,
@@ -210,7 +220,7 @@ absl::Status Frontend::StartRing(uint32_t index) {
       {proto::kSetVringNum, &num, sizeof(num), {}},
       {proto::kSetVringBase, &base, sizeof(base), {}},
       {proto::kSetVringAddr, &addr, sizeof(addr), {}},
-      {proto::kSetVringKick, &kick, sizeof(kick), {ring.kick.get()}},
+      {proto::kSetVringKick, &kick, sizeof(kick), {backend_kick}},
       {proto::kSetVringCall, &call, sizeof(call), {ring.call.get()}},
       {proto::kSetVringErr, &err, sizeof(err), {ring.err.get()}},
       {proto::kSetVringEnable, &enable, sizeof(enable), {}},

@@ -41,6 +41,9 @@ struct FrontendOptions {
   // Guest memory in this file or block device (from offset 0) instead of a memfd; a file is grown
   // to the size needed, a block device must be large enough.
   std::string memory_path;
+  // Each ring's kick fd is one end of a unix stream socket pair (a kick writes 8 bytes to the
+  // other) instead of an eventfd: a backend must not treat it as one.
+  bool kick_socket = false;
   std::chrono::milliseconds timeout{10000};  // bound on every wait
 };
 
@@ -133,8 +136,9 @@ class Frontend {
   struct Ring {
     uint32_t size = 0;
     uint64_t desc_gpa = 0, avail_gpa = 0, used_gpa = 0;
-    uint64_t slots_gpa = 0;  // max_in_flight buffers of slot_buffer_bytes
-    util::UniqueFd kick, call, err;
+    uint64_t slots_gpa = 0;          // max_in_flight buffers of slot_buffer_bytes
+    util::UniqueFd kick, call, err;  // kick: what Kick() writes to
+    util::UniqueFd kick_peer;        // with kick_socket: the end the backend reads
     uint16_t avail_idx = 0;
     uint16_t last_used = 0;
     std::vector<bool> busy;

@@ -20,4 +20,12 @@ absl::Status WatchForReading(int epoll_fd, std::initializer_list<int> fds) {
   return absl::OkStatus();
 }
 
+bool WatchEdgeTriggered(int epoll_fd, int fd) {
+  if (fd < 0) return false;
+  struct epoll_event event = {};
+  event.events = EPOLLIN | EPOLLET;
+  event.data.fd = fd;
+  return epoll_ctl(epoll_fd, EPOLL_CTL_MOD, fd, &event) == 0;
+}
+
 }  // namespace bexd::block::qcow2

@@ -11,5 +11,8 @@ namespace bexd::block::qcow2 {
 
 // Adds every fd that is not negative to `epoll_fd`, level-triggered, for reading.
 absl::Status WatchForReading(int epoll_fd, std::initializer_list<int> fds);
+// Makes the watch of `fd` (added by WatchForReading) edge-triggered; false if `fd` is negative or
+// the watch could not be changed.
+bool WatchEdgeTriggered(int epoll_fd, int fd);
 
 }  // namespace bexd::block::qcow2

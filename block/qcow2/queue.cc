@@ -80,6 +80,16 @@ Qcow2Queue::~Qcow2Queue() {
   if (event_fd_ >= 0) close(event_fd_);
 }
 
+void Qcow2Queue::SetEdgeTriggeredWaiter() {
+  for (IoQueue* child : {file_.get(), backing_.get()}) {
+    // A child whose fd stays level-triggered here must keep clearing it, or the set would stay
+    // readable.
+    if (child != nullptr && WatchEdgeTriggered(epoll_fd_, child->event_fd())) {
+      child->SetEdgeTriggeredWaiter();
+    }
+  }
+}
+
 void Qcow2Queue::Submit(IoRequest* request) {
   RequestState* state = EmplaceDriverState<RequestState>(request);
   state->queue = this;

@@ -48,6 +48,10 @@ class Qcow2Queue final : public IoQueue {
   // Data clusters are read and written in the caller's buffers; tables, compressed clusters and
   // copy-on-write use the queue's own.
   void UseBuffers(std::span<const struct iovec> regions) override { file_->UseBuffers(regions); }
+  // The children's fds sit in this queue's epoll set, which the waiter then watches
+  // edge-triggered, and every Poll() polls every child: they can be edge-triggered in the set
+  // too, and their queues stop clearing them.
+  void SetEdgeTriggeredWaiter() override;
 
   // The engine hands a request back (any thread); the queue picks it up in its next Poll().
   void Reply(IoRequest* request);

@@ -84,6 +84,8 @@ absl::Status QueueThread::SetUp() {
                                   created.status());
     }
     io_queue = std::move(*created);
+    // Run() watches its fd edge-triggered and Serve() polls after every wake-up.
+    io_queue->SetEdgeTriggeredWaiter();
   } else {
     io_queue = std::make_unique<NoBlockIoQueue>(label());
   }
@@ -118,7 +120,7 @@ void QueueThread::Run() {
   absl::Status status;
   const int io_fd = queue_->io_queue().event_fd();
   // Edge-triggered: the thread polls the IoQueue after every wake-up, so it never needs a level
-  // reminder.
+  // reminder, and the IoQueue need not clear its fd (SetEdgeTriggeredWaiter() in SetUp()).
   if (io_fd >= 0) status = loop_->Watch(io_fd, EPOLLIN | EPOLLET, kIoTag);
   if (status.ok()) status = transport_->Attach(*this);
   {

@@ -55,7 +55,13 @@ uint16_t VringQueue::Stop() {
 
 absl::Status VringQueue::Attach(QueueThread& thread) {
   if (absl::Status status = ring_.Start(run_.layout, run_.memory); !status.ok()) return status;
-  if (absl::Status status = thread.loop().Watch(run_.kick_fd, EPOLLIN, kKickTag); !status.ok()) {
+  // Each write to an eventfd wakes an edge-triggered waiter, however high its counter: such a
+  // kick fd is never read. Anything else the frontend passed is watched level-triggered and read
+  // on every wake-up: a socket left unread fills up, and a kick it then refuses wakes nobody.
+  kick_is_eventfd_ = util::IsEventFd(run_.kick_fd);
+  const uint32_t kick_events = kick_is_eventfd_ ? EPOLLIN | EPOLLET : EPOLLIN;
+  if (absl::Status status = thread.loop().Watch(run_.kick_fd, kick_events, kKickTag);
+      !status.ok()) {
     return absl::InvalidArgumentError(fmt::format("kick fd: {}", std::string(status.message())));
   }
   if (slot_count_ != thread.slot_count()) {
@@ -139,6 +145,7 @@ void VringQueue::OnEvent(uint64_t tag, uint32_t events) {
     LoseKick("hung up");
     return;
   }
+  if (kick_is_eventfd_) return;
   uint64_t count;
   // Only this thread reads the kick fd, and only once it is readable.
   const ssize_t r = ::read(run_.kick_fd, &count, sizeof(count));

@@ -73,7 +73,8 @@ class VringQueue final : public QueueTransport {
   VringRun run_;
   Virtqueue ring_;
   bool broken_reported_ = false;
-  bool kick_lost_ = false;  // the kick fd hung up: no more chains until the next run
+  bool kick_lost_ = false;        // the kick fd hung up: no more chains until the next run
+  bool kick_is_eventfd_ = false;  // watched edge-triggered and never read (Attach)
   uint32_t slot_count_ = 0;
   int iov_per_slot_ = 0;
   std::unique_ptr<struct iovec[]> iovs_;  // iov_per_slot_ per slot
