@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "block/qcow2/engine.h"
@@ -15,7 +16,10 @@
 namespace bexd::block::qcow2 {
 
 Qcow2Queue::Qcow2Queue(ImageState* image, std::shared_ptr<const void> owner)
-    : image_(image), geometry_(image->geometry), owner_(std::move(owner)) {}
+    : image_(image),
+      geometry_(image->geometry),
+      file_alignment_(std::max<uint32_t>(image->file->request_alignment(), 1)),
+      owner_(std::move(owner)) {}
 
 absl::StatusOr<std::unique_ptr<Qcow2Queue>> Qcow2Queue::Create(ImageState* image,
                                                                std::shared_ptr<const void> owner) {
@@ -49,7 +53,7 @@ absl::Status Qcow2Queue::Init() {
   subs_ = std::make_unique<SubRequest[]>(kSubRequests);
   for (uint32_t i = 0; i < kSubRequests; ++i) {
     subs_[i].queue = this;
-    subs_[i].next_free = i + 1 < kSubRequests ? &subs_[i + 1] : nullptr;
+    subs_[i].next = i + 1 < kSubRequests ? &subs_[i + 1] : nullptr;
   }
   free_subs_ = &subs_[0];
   grace_reader_ = image_->grace.Register();
@@ -145,7 +149,10 @@ void Qcow2Queue::Fail(IoRequest* request, int64_t error) {
 
 void Qcow2Queue::MaybeComplete(IoRequest* request) {
   RequestState* state = StateOf(request);
-  if (state->pending != 0 || state->stalled || state->done < request->length) return;
+  if (state->pending != 0 || state->stalled || state->waits_for_allocation ||
+      state->done < request->length) {
+    return;
+  }
   int64_t result = state->error;
   if (result == 0) {
     result = request->op == IoOp::kBlockStatus ? static_cast<int64_t>(state->status_length)
@@ -192,6 +199,7 @@ void Qcow2Queue::TakeReplies() {
     --at_engine_;
     RequestState* state = StateOf(request);
     --state->pending;
+    if (state->allocating >= 0) AllocationLanded(request);
     if (state->reply == Reply::kResume) {
       Continue(request);
       continue;

@@ -10,6 +10,12 @@
 // sub-requests preallocated per queue, and compressed clusters from a small pool of buffers
 // allocated on first use. A request that finds a pool empty waits in a list and continues when a
 // child request completes, so the hot path never allocates.
+//
+// Small sequential requests come in runs that want the same cluster. A write whose cluster this
+// queue already has an allocating write for at the engine waits here until that write is back,
+// then writes in place (one engine round trip per allocation, not per request); a read of a
+// compressed cluster that is being read and inflated waits for it, and the last few inflated
+// clusters are kept (one inflate per cluster, not per request).
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -17,6 +23,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -60,23 +67,46 @@ class Qcow2Queue final : public IoQueue {
   bool needs_polling() const;
 
  private:
+  struct SubRequest;
+  // One compressed cluster: being read and inflated (`filling`), inflated, or none (entry 0).
   struct CompressedBuffer {
-    std::unique_ptr<uint8_t[]> in;   // compressed bytes, up to two clusters
+    // The compressed bytes (up to two clusters) at `data_skip`, in a read aligned for the file
+    // child so that O_DIRECT needs no bounce buffer.
+    uint8_t* in = nullptr;
+    uint64_t data_skip = 0;
+    uint64_t data_length = 0;
     std::unique_ptr<uint8_t[]> out;  // one cluster
-    CompressedBuffer* next_free = nullptr;
+    // The L2 entry the cluster was read for. bexd never writes compressed clusters, so the bytes
+    // an entry points to never change while any L2 entry still holds it.
+    uint64_t entry = 0;
+    bool filling = false;
+    uint64_t last_use = 0;
+    SubRequest* waiters = nullptr;  // parts of reads that want the cluster being filled
   };
-  // A child request made for part of a request.
+  // A child request made for part of a request, or a part of a read waiting for a compressed
+  // cluster another part is filling.
   struct SubRequest {
     IoRequest io;
     IoRequest* parent = nullptr;
     Qcow2Queue* queue = nullptr;
-    SubRequest* next_free = nullptr;
-    CompressedBuffer* buffer = nullptr;  // compressed reads
+    SubRequest* next = nullptr;          // the free list, or a compressed buffer's waiters
+    CompressedBuffer* buffer = nullptr;  // the compressed buffer this child read fills
     uint64_t parent_position = 0;        // compressed reads: where the cluster's bytes go
     uint64_t cluster_skip = 0;           // compressed reads: cluster bytes before them
     uint64_t copy_length = 0;
     struct iovec iov[kSubIovs];
   };
+  // A write at the engine that may allocate (its first cluster needed the engine), and the
+  // writes of this queue that want one of its clusters and wait for it to come back.
+  struct AllocatingWrite {
+    IoRequest* writer = nullptr;  // null: the entry is free
+    uint64_t first_cluster = 0;
+    uint64_t end_cluster = 0;  // exclusive
+    RequestList waiters;
+  };
+  // Sized for a queue depth of 16 runs of sequential writes; beyond that, writes go to the
+  // engine one by one, which serves them correctly, only slower.
+  static constexpr int kAllocatingWrites = 16;
   enum class Kind : uint8_t { kData, kZero, kBacking, kCompressed, kMiss, kInvalid, kEngine };
   struct Extent {
     Kind kind = Kind::kZero;
@@ -102,6 +132,11 @@ class Qcow2Queue final : public IoQueue {
                   uint64_t length, uint32_t flags);
   bool IssueCompressed(IoRequest* parent, uint64_t entry, uint64_t length);
   void ToEngine(IoRequest* request);
+  // A write whose range from `offset` needs the engine: waits for this queue's allocating write
+  // of the same cluster if there is one, otherwise goes to the engine as one.
+  void WriteThroughEngine(IoRequest* request, uint64_t offset);
+  // An allocating write is back from the engine: the writes waiting for it continue.
+  void AllocationLanded(IoRequest* writer);
   void Fail(IoRequest* request, int64_t error);
   void MaybeComplete(IoRequest* request);
   void CompleteLater(IoRequest* request, int64_t result);
@@ -109,15 +144,23 @@ class Qcow2Queue final : public IoQueue {
 
   static void OnChildDone(IoRequest* io, int64_t result);
   void ChildDone(SubRequest* sub, int64_t result);
-  void FinishCompressed(SubRequest* sub, IoRequest* parent);
+  // The child read of a compressed cluster finished with `result`: inflates the cluster and hands
+  // it to every part that waited. Returns the error of the child read's own part (or 0).
+  int64_t FinishCompressed(SubRequest* sub, int64_t result);
+  void CopyCompressed(SubRequest* part, const CompressedBuffer& buffer);
   SubRequest* TakeSub();
   void ReleaseSub(SubRequest* sub);
-  CompressedBuffer* TakeBuffer();
+  // The buffer that holds or is filling the cluster of `entry`, or null.
+  CompressedBuffer* FindBuffer(uint64_t entry);
+  // A buffer to fill: one that holds nothing, else the least recently used one not filling; null
+  // if all are filling (or the buffers cannot be allocated).
+  CompressedBuffer* ClaimBuffer();
   void TakeReplies();
   void ResumeStalled();
 
   ImageState* const image_;
   const Geometry geometry_;
+  const uint64_t file_alignment_;  // the file child's request alignment
   std::shared_ptr<const void> owner_;
   int event_fd_ = -1;  // the engine's replies
   int epoll_fd_ = -1;  // event_fd_ and the child queues' fds
@@ -127,10 +170,16 @@ class Qcow2Queue final : public IoQueue {
 
   std::unique_ptr<SubRequest[]> subs_;
   SubRequest* free_subs_ = nullptr;
+  struct FreeMemory {
+    void operator()(uint8_t* memory) const { free(memory); }
+  };
+  std::unique_ptr<uint8_t, FreeMemory> compressed_memory_;  // every buffer's `in`
   std::unique_ptr<CompressedBuffer[]> buffers_;
   uint32_t buffer_count_ = 0;
-  CompressedBuffer* free_buffers_ = nullptr;
+  uint64_t buffer_clock_ = 0;  // orders the buffers' last uses
   std::unique_ptr<Decompressor> decompressor_;
+
+  AllocatingWrite allocating_[kAllocatingWrites];
 
   RequestList stalled_;
   RequestList to_engine_;

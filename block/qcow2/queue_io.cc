@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Qcow2Queue: turning a request into child requests (the fast path), and their completions.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "block/iov_util.h"
 #include "block/qcow2/iov_slice.h"
@@ -10,8 +12,8 @@
 namespace bexd::block::qcow2 {
 namespace {
 
-// Compressed-cluster buffers per queue: enough to keep sequential reads of a compressed image
-// busy, within about 16 MiB for the largest clusters.
+// Compressed-cluster buffers per queue: enough for reads of a few clusters at once and to keep the
+// last few inflated, within about 16 MiB for the largest clusters.
 uint32_t CompressedBufferCount(uint64_t cluster_size) {
   uint64_t count = (uint64_t{16} << 20) / (3 * cluster_size);
   return count < 1 ? 1 : count > 8 ? 8 : static_cast<uint32_t>(count);
@@ -21,36 +23,48 @@ uint32_t CompressedBufferCount(uint64_t cluster_size) {
 
 Qcow2Queue::SubRequest* Qcow2Queue::TakeSub() {
   SubRequest* sub = free_subs_;
-  if (sub != nullptr) free_subs_ = sub->next_free;
+  if (sub != nullptr) free_subs_ = sub->next;
   return sub;
 }
 
 void Qcow2Queue::ReleaseSub(SubRequest* sub) {
-  if (sub->buffer != nullptr) {
-    sub->buffer->next_free = free_buffers_;
-    free_buffers_ = sub->buffer;
-    sub->buffer = nullptr;
-  }
-  sub->next_free = free_subs_;
+  sub->next = free_subs_;
   free_subs_ = sub;
 }
 
-Qcow2Queue::CompressedBuffer* Qcow2Queue::TakeBuffer() {
+Qcow2Queue::CompressedBuffer* Qcow2Queue::FindBuffer(uint64_t entry) {
+  for (uint32_t i = 0; i < buffer_count_; ++i) {
+    if (buffers_[i].entry == entry) return &buffers_[i];
+  }
+  return nullptr;
+}
+
+Qcow2Queue::CompressedBuffer* Qcow2Queue::ClaimBuffer() {
   if (buffers_ == nullptr) {
     // First compressed cluster on this queue: set up the buffers once.
-    buffer_count_ = CompressedBufferCount(geometry_.cluster_size);
-    buffers_ = std::make_unique<CompressedBuffer[]>(buffer_count_);
-    for (uint32_t i = 0; i < buffer_count_; ++i) {
-      buffers_[i].in = std::make_unique<uint8_t[]>(2 * geometry_.cluster_size);
+    uint32_t count = CompressedBufferCount(geometry_.cluster_size);
+    uint64_t memory_align = std::max<uint64_t>(file_alignment_, 4096);
+    uint64_t stride = 2 * geometry_.cluster_size + 2 * file_alignment_;
+    stride = (stride + memory_align - 1) / memory_align * memory_align;
+    void* memory = nullptr;
+    if (posix_memalign(&memory, memory_align, count * stride) != 0) return nullptr;
+    compressed_memory_.reset(static_cast<uint8_t*>(memory));
+    buffers_ = std::make_unique<CompressedBuffer[]>(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      buffers_[i].in = compressed_memory_.get() + i * stride;
       buffers_[i].out = std::make_unique<uint8_t[]>(geometry_.cluster_size);
-      buffers_[i].next_free = free_buffers_;
-      free_buffers_ = &buffers_[i];
     }
+    buffer_count_ = count;
     decompressor_ = std::make_unique<Decompressor>(image_->compression_type);
   }
-  CompressedBuffer* buffer = free_buffers_;
-  if (buffer != nullptr) free_buffers_ = buffer->next_free;
-  return buffer;
+  CompressedBuffer* oldest = nullptr;
+  for (uint32_t i = 0; i < buffer_count_; ++i) {
+    CompressedBuffer& buffer = buffers_[i];
+    if (buffer.filling) continue;
+    if (buffer.entry == 0) return &buffer;
+    if (oldest == nullptr || buffer.last_use < oldest->last_use) oldest = &buffer;
+  }
+  return oldest;
 }
 
 void Qcow2Queue::Continue(IoRequest* request) {
@@ -99,7 +113,11 @@ bool Qcow2Queue::ContinueReadWrite(IoRequest* request) {
     switch (extent.kind) {
       case Kind::kMiss:
       case Kind::kEngine:
-        ToEngine(request);
+        if (write) {
+          WriteThroughEngine(request, offset);
+        } else {
+          ToEngine(request);
+        }
         return true;
       case Kind::kInvalid:
         ReportCorruption(offset);
@@ -253,40 +271,109 @@ bool Qcow2Queue::IssueChild(IoRequest* parent, IoQueue* child, IoOp op, uint64_t
   return true;
 }
 
+void Qcow2Queue::WriteThroughEngine(IoRequest* request, uint64_t offset) {
+  RequestState* state = StateOf(request);
+  uint64_t cluster = offset >> geometry_.cluster_bits;
+  int free_entry = -1;
+  for (int i = 0; i < kAllocatingWrites; ++i) {
+    AllocatingWrite& entry = allocating_[i];
+    if (entry.writer == nullptr) {
+      if (free_entry < 0) free_entry = i;
+    } else if (cluster >= entry.first_cluster && cluster < entry.end_cluster) {
+      // When that write is back the cluster is allocated and this one can write in place (or,
+      // if it failed, goes to the engine itself).
+      state->waits_for_allocation = true;
+      entry.waiters.PushBack(request);
+      return;
+    }
+  }
+  if (free_entry >= 0) {
+    AllocatingWrite& entry = allocating_[free_entry];
+    entry.writer = request;
+    entry.first_cluster = cluster;
+    entry.end_cluster = ((request->offset + request->length - 1) >> geometry_.cluster_bits) + 1;
+    state->allocating = static_cast<int8_t>(free_entry);
+  }
+  ToEngine(request);
+}
+
+void Qcow2Queue::AllocationLanded(IoRequest* writer) {
+  RequestState* state = StateOf(writer);
+  AllocatingWrite& entry = allocating_[state->allocating];
+  state->allocating = -1;
+  entry.writer = nullptr;
+  RequestList waiters;
+  waiters.Splice(entry.waiters);
+  while (IoRequest* request = waiters.PopFront()) {
+    StateOf(request)->waits_for_allocation = false;
+    Continue(request);
+  }
+}
+
 bool Qcow2Queue::IssueCompressed(IoRequest* parent, uint64_t entry, uint64_t length) {
   RequestState* state = StateOf(parent);
-  CompressedExtent extent = DecodeCompressed(geometry_, entry);
-  uint64_t file_size = image_->file->size();
-  if (extent.offset >= file_size) {
-    Fail(parent, -EIO);  // QEMU reads zeroes there, which never decompress
+  const uint64_t skip = geometry_.offset_in_cluster(parent->offset + state->done);
+  CompressedBuffer* buffer = FindBuffer(entry);
+  if (buffer != nullptr && !buffer->filling) {
+    buffer->last_use = ++buffer_clock_;
+    IovCursor(parent->iov, parent->iovcnt, state->done).CopyIn(buffer->out.get() + skip, length);
+    state->done += length;
     return true;
   }
-  // The last compressed cluster may end inside the file's last sector.
-  uint64_t read_length = extent.size;
-  if (read_length > file_size - extent.offset) read_length = file_size - extent.offset;
   if (free_subs_ == nullptr) return false;
-  CompressedBuffer* buffer = TakeBuffer();
-  if (buffer == nullptr) return false;
+  CompressedExtent extent = DecodeCompressed(geometry_, entry);
+  uint64_t file_size = image_->file->size();
+  uint64_t read_length = 0;
+  if (buffer == nullptr) {
+    if (extent.offset >= file_size) {
+      Fail(parent, -EIO);  // QEMU reads zeroes there, which never decompress
+      return true;
+    }
+    // The last compressed cluster may end inside the file's last sector.
+    read_length = extent.size;
+    if (read_length > file_size - extent.offset) read_length = file_size - extent.offset;
+    buffer = ClaimBuffer();
+    if (buffer == nullptr && buffers_ == nullptr) {
+      Fail(parent, -ENOMEM);
+      return true;
+    }
+    if (buffer == nullptr) return false;  // every buffer is filling: wait for one
+  }
   SubRequest* sub = TakeSub();
+  sub->parent = parent;
+  sub->parent_position = state->done;
+  sub->cluster_skip = skip;
+  sub->copy_length = length;
+  ++state->pending;
+  state->done += length;
+  if (buffer->filling) {
+    sub->next = buffer->waiters;
+    buffer->waiters = sub;
+    return true;
+  }
+  // Whole blocks of the file child around the compressed bytes (up to the end of the file), so
+  // that O_DIRECT reads them without a bounce buffer.
+  uint64_t start = extent.offset / file_alignment_ * file_alignment_;
+  uint64_t end =
+      (extent.offset + read_length + file_alignment_ - 1) / file_alignment_ * file_alignment_;
+  end = std::min(end, file_size);
+  buffer->entry = entry;
+  buffer->filling = true;
+  buffer->data_skip = extent.offset - start;
+  buffer->data_length = read_length;
   sub->buffer = buffer;
-  sub->iov[0].iov_base = buffer->in.get();
-  sub->iov[0].iov_len = read_length;
+  sub->iov[0].iov_base = buffer->in;
+  sub->iov[0].iov_len = end - start;
   sub->io = IoRequest();
   sub->io.op = IoOp::kRead;
-  sub->io.offset = extent.offset;
-  sub->io.length = read_length;
+  sub->io.offset = start;
+  sub->io.length = end - start;
   sub->io.iov = sub->iov;
   sub->io.iovcnt = 1;
   sub->io.done = &OnChildDone;
   sub->io.opaque = sub;
-  sub->parent = parent;
-  sub->parent_position = state->done;
-  sub->cluster_skip = geometry_.offset_in_cluster(parent->offset + state->done);
-  sub->copy_length = length;
-  ++state->pending;
   children_submitted_ = true;
   file_->Submit(&sub->io);
-  state->done += length;
   return true;
 }
 
@@ -314,12 +401,12 @@ void Qcow2Queue::ChildDone(SubRequest* sub, int64_t result) {
       if (result < 0) error = result;
       break;
     default:
-      if (result < 0) {
+      if (sub->buffer != nullptr) {
+        error = FinishCompressed(sub, result);
+      } else if (result < 0) {
         error = result;
       } else if (static_cast<uint64_t>(result) != sub->io.length) {
         error = -EIO;
-      } else if (sub->buffer != nullptr) {
-        FinishCompressed(sub, parent);
       }
       break;
   }
@@ -329,16 +416,45 @@ void Qcow2Queue::ChildDone(SubRequest* sub, int64_t result) {
   MaybeComplete(parent);
 }
 
-void Qcow2Queue::FinishCompressed(SubRequest* sub, IoRequest* parent) {
+int64_t Qcow2Queue::FinishCompressed(SubRequest* sub, int64_t result) {
   CompressedBuffer* buffer = sub->buffer;
-  if (!decompressor_->Decompress(buffer->in.get(), sub->io.length, buffer->out.get(),
-                                 geometry_.cluster_size)) {
-    RequestState* state = StateOf(parent);
-    if (state->error == 0) state->error = -EIO;
-    return;
+  sub->buffer = nullptr;
+  buffer->filling = false;
+  int64_t error = result < 0 ? result : 0;
+  if (error == 0 && static_cast<uint64_t>(result) < buffer->data_skip + buffer->data_length) {
+    error = -EIO;
   }
-  IovCursor(parent->iov, parent->iovcnt, sub->parent_position)
-      .CopyIn(buffer->out.get() + sub->cluster_skip, sub->copy_length);
+  if (error == 0 && !decompressor_->Decompress(buffer->in + buffer->data_skip, buffer->data_length,
+                                               buffer->out.get(), geometry_.cluster_size)) {
+    error = -EIO;
+  }
+  if (error == 0) {
+    buffer->last_use = ++buffer_clock_;
+    CopyCompressed(sub, *buffer);
+  } else {
+    buffer->entry = 0;  // the next read of the cluster tries again
+  }
+  SubRequest* waiter = std::exchange(buffer->waiters, nullptr);
+  while (waiter != nullptr) {
+    SubRequest* next = waiter->next;
+    IoRequest* parent = waiter->parent;
+    RequestState* state = StateOf(parent);
+    if (error == 0) {
+      CopyCompressed(waiter, *buffer);
+    } else if (state->error == 0) {
+      state->error = error;
+    }
+    ReleaseSub(waiter);
+    --state->pending;
+    MaybeComplete(parent);
+    waiter = next;
+  }
+  return error;
+}
+
+void Qcow2Queue::CopyCompressed(SubRequest* part, const CompressedBuffer& buffer) {
+  IovCursor(part->parent->iov, part->parent->iovcnt, part->parent_position)
+      .CopyIn(buffer.out.get() + part->cluster_skip, part->copy_length);
 }
 
 }  // namespace bexd::block::qcow2

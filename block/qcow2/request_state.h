@@ -37,7 +37,11 @@ struct RequestState : RequestLink {
   uint32_t pending = 0;  // parts under way (child requests, the engine's part)
   uint32_t grace_slot = 0;
   bool in_grace = false;
-  bool stalled = false;        // waits for a free sub-request or compressed-cluster buffer
+  bool stalled = false;  // waits for a free sub-request or compressed-cluster buffer
+  // Writes: the entry of the queue's allocating writes this request holds while at the engine
+  // (-1: none), and whether it waits in another entry's waiters.
+  int8_t allocating = -1;
+  bool waits_for_allocation = false;
   uint64_t status_length = 0;  // kBlockStatus: the extent found
   // Set by the engine when it hands the request back; read by the queue thread afterwards.
   Reply reply = Reply::kNone;

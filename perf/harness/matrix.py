@@ -130,9 +130,9 @@ def possible_cpus():
 
 def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRTIOFSD_POOLS):
     """All targets for the chosen systems, drivers and queue counts, in a stable order; with
-    `baseline`, every bexd, vhost and guest-bexd target is followed by its baseline twin. virtiofsd (one
-    request queue) serves the file drivers only (file, pagecache), once per thread pool size; so does its guest
-    twin."""
+    `baseline`, every bexd (image formats included), vhost and guest-bexd target is followed by its
+    baseline twin. virtiofsd (one request queue) serves the file drivers only (file, pagecache),
+    once per thread pool size; so does its guest twin."""
     result = []
     for driver in drivers:
         if driver in FORMAT_DRIVERS:
@@ -141,6 +141,8 @@ def targets(systems, drivers, queue_counts, baseline=False, virtiofsd_pools=VIRT
                 result.append(Target("qsd", driver, 1))
             if "bexd" in systems:
                 result += [Target("bexd", driver, q) for q in queue_counts]
+                if baseline:
+                    result += [Target("bexd", driver, q, baseline=True) for q in queue_counts]
             continue
         if "limit" in systems and driver == "null":
             result += [Target("limit", "null", q) for q in queue_counts]

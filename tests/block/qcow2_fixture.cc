@@ -68,6 +68,46 @@ std::vector<unsigned char> ReadAll(BlockNode& node, uint64_t chunk) {
   return data;
 }
 
+std::vector<unsigned char> ReadWithDepth(BlockNode& node, uint64_t chunk, int depth) {
+  std::unique_ptr<IoQueue> queue = MakeQueue(node);
+  std::vector<unsigned char> data(node.size());
+  if (queue == nullptr) return data;
+  std::vector<IoRequest> requests(depth);
+  std::vector<Outcome> outcomes(depth);
+  std::vector<struct iovec> iovs(depth);
+  std::vector<bool> busy(depth, false);
+  uint64_t next = 0;
+  int in_flight = 0;
+  while (next < data.size() || in_flight > 0) {
+    for (int slot = 0; slot < depth; ++slot) {
+      if (busy[slot] && outcomes[slot].done) {
+        EXPECT_EQ(outcomes[slot].result, static_cast<int64_t>(requests[slot].length))
+            << "read at " << requests[slot].offset;
+        busy[slot] = false;
+        --in_flight;
+      }
+      if (!busy[slot] && next < data.size()) {
+        uint64_t length = std::min<uint64_t>(chunk, data.size() - next);
+        iovs[slot] = {data.data() + next, length};
+        outcomes[slot] = Outcome();
+        Prepare(&requests[slot], &outcomes[slot], IoOp::kRead, next, length, &iovs[slot], 1);
+        busy[slot] = true;
+        ++in_flight;
+        next += length;
+        queue->Submit(&requests[slot]);
+      }
+    }
+    queue->Poll();
+    if (queue->in_flight() > 0) {
+      struct pollfd pfd = {queue->event_fd(), POLLIN, 0};
+      poll(&pfd, 1, 100);
+      queue->Poll();
+    }
+  }
+  EXPECT_TRUE(WaitIdle(*queue));
+  return data;
+}
+
 std::vector<unsigned char> QemuContents(const std::string& image, const ScratchDir& dir) {
   std::string raw = dir.path() + "/qemu-contents.raw";
   RunCommand("qemu-img convert -U -O raw '" + image + "' '" + raw + "'");

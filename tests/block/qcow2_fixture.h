@@ -40,6 +40,9 @@ std::shared_ptr<BlockNode> OpenImageOrFail(const std::string& path, bool read_on
 
 // The whole node, read through a queue of this thread in chunks of `chunk` bytes.
 std::vector<unsigned char> ReadAll(BlockNode& node, uint64_t chunk = 1 << 20);
+// The whole node, read in order in chunks of `chunk` bytes with `depth` reads in flight on a queue
+// of this thread (sequential reads as fio's QD16 cells issue them).
+std::vector<unsigned char> ReadWithDepth(BlockNode& node, uint64_t chunk, int depth);
 // What QEMU reads from the image: `qemu-img convert -O raw`.
 std::vector<unsigned char> QemuContents(const std::string& image, const ScratchDir& dir);
 // The first offset where two byte vectors differ, or -1 (with a size mismatch: the shorter size).

@@ -108,6 +108,29 @@ TEST_P(Qcow2CompressedReadTest, CompressedImageReadsAsQemuReadsIt) {
   ExpectReadsAsQemu(image, dir_);
 }
 
+TEST_P(Qcow2CompressedReadTest, SmallSequentialReadsInFlightTogetherReadAsQemuReadsIt) {
+  // Up to 16 reads of the same compressed cluster at once (one inflates it, the others wait for
+  // it or find it kept), and reads that straddle clusters; with O_DIRECT, the compressed bytes
+  // come in aligned reads around them.
+  std::string source = MakeRawSource(dir_, 4 * kMiB);
+  std::string image = dir_.path() + "/compressed.qcow2";
+  RunCommand(
+      "qemu-img convert -c -f raw -O qcow2 -o compression_type=" + std::string(GetParam().type) +
+      ",cluster_size=" + std::to_string(GetParam().cluster_size) + " " + source + " " + image);
+  RunCommand("qemu-io -f qcow2 -c 'write -P 0x77 300000 4096' -c 'write -z 1M 64k' " + image);
+  std::vector<unsigned char> expected = QemuContents(image, dir_);
+  for (bool direct : {false, true}) {
+    testing::ImageOptions options;
+    options.direct = direct;
+    auto node = OpenImageOrFail(image, true, options);
+    ASSERT_NE(node, nullptr);
+    for (uint64_t chunk : {uint64_t{4096}, uint64_t{3000}}) {
+      EXPECT_EQ(FirstDifference(testing::ReadWithDepth(*node, chunk, 16), expected), -1)
+          << chunk << "-byte reads" << (direct ? " with O_DIRECT" : "");
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, Qcow2CompressedReadTest,
                          ::testing::Values(Compression{"zlib", 4096}, Compression{"zlib", 65536},
                                            Compression{"zlib", 2 * kMiB}, Compression{"zstd", 4096},

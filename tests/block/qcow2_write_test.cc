@@ -136,6 +136,53 @@ INSTANTIATE_TEST_SUITE_P(Cases, Qcow2ConcurrencyTest,
                                            WriteCase{"1.1", 4096, true}),
                          CaseName);
 
+class Qcow2SequentialDepthTest : public Qcow2WriteTest {};
+
+TEST_P(Qcow2SequentialDepthTest, SmallSequentialWritesInFlightTogetherAllocateEachClusterOnce) {
+  // Sixteen writes in flight on one queue, each a sixteenth of a cluster: most of them want a
+  // cluster another one is allocating. Then writes of an odd size that straddle clusters.
+  const uint64_t cluster = GetParam().cluster_size;
+  const uint64_t clusters = std::clamp<uint64_t>(16 * kMiB / cluster, 16, 256);
+  MakeImage(clusters * cluster);
+  std::vector<testing::PlannedWrite> plan;
+  const uint64_t small = std::max<uint64_t>(cluster / 16, 512);
+  for (uint64_t offset = 0; offset < clusters / 2 * cluster; offset += small) {
+    plan.push_back({offset, testing::Pattern(small, static_cast<uint32_t>(plan.size()))});
+  }
+  const uint64_t odd = small * 3 / 2 + 7;
+  for (uint64_t offset = clusters / 2 * cluster + 1000; offset + odd <= clusters * cluster;
+       offset += odd) {
+    plan.push_back({offset, testing::Pattern(odd, static_cast<uint32_t>(plan.size()))});
+  }
+  uint64_t touched = 0;
+  for (uint64_t c = 0; c < clusters; ++c) {
+    touched += std::any_of(plan.begin(), plan.end(), [&](const testing::PlannedWrite& write) {
+      return write.offset < (c + 1) * cluster && write.offset + write.data.size() > c * cluster;
+    });
+  }
+  {
+    auto node = OpenImageOrFail(image_.image, false);
+    ASSERT_NE(node, nullptr);
+    testing::WriteWithDepth(*node, plan, 16);
+    std::vector<std::vector<testing::PlannedWrite>> plans = {plan};
+    image_.ApplyToReference(plans);
+    std::vector<unsigned char> expected =
+        testing::ReadFile(image_.reference, 0, clusters * cluster);
+    EXPECT_EQ(testing::FirstDifference(testing::ReadAll(*node), expected), -1);
+  }
+  testing::CheckResult check = image_.Verify();
+  auto json = nlohmann::json::parse(check.output, nullptr, false);
+  EXPECT_EQ(json.value("allocated-clusters", uint64_t{0}), touched) << check.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Qcow2SequentialDepthTest,
+                         ::testing::Values(WriteCase{"1.1", 65536, false},
+                                           WriteCase{"1.1", 65536, true},
+                                           WriteCase{"0.10", 65536, false},
+                                           WriteCase{"1.1", 4096, true},
+                                           WriteCase{"1.1", 2 * kMiB, false}),
+                         CaseName);
+
 // An empty 8 MiB image and its raw reference.
 class Qcow2FlushTest : public ::testing::Test {
  protected:
