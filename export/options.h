@@ -37,6 +37,9 @@ struct VhostUserFsExportOptions {
   std::string file_name;    // the image's name in the shared directory; default: the node name
   bool growable = false;
   uint32_t num_request_queues = 1;
+  // Longest spin of a request queue before it sleeps (QueueThreadOptions::poll_max_ns); QEMU's
+  // iothread poll-max-ns default. 0: sleep at once.
+  uint64_t poll_max_ns = 32768;
   std::vector<int>
       queue_cpus;  // request queue i runs on queue_cpus[(i - 1) % size]; empty: not pinned
 };

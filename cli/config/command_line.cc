@@ -190,7 +190,9 @@ virtio-fs guests through vhost-user-fs. Options take QEMU's key=value syntax or 
                                 N ring entries per CPU queue (default 32)
   --export type=vhost-user-fs,id=ID,node-name=NAME,addr.type=unix,addr.path=SOCKET,tag=TAG
            [,file-name=NAME][,writable=on|off][,growable=on|off][,num-request-queues=N]
-           [,queue-cpus=CPUS]
+           [,queue-cpus=CPUS][,poll-max-ns=NS]
+                                NS: longest spin of a request queue before it sleeps
+                                (adaptive, default 32768; 0: never spin)
   --object iothread,id=ID       accepted for QSD command lines; exports may name it (iothread=)
   --object secret,id=ID,file=PATH[,format=raw|base64]
                                 a secret other options name (rbd's key-secret); data=TEXT

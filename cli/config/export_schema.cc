@@ -26,6 +26,8 @@ using exports::PassthroughMode;
 
 // The virtio-fs configuration space holds the tag in 36 bytes.
 constexpr size_t kMaxTagLength = 36;
+// A spin longer than a second is a mistake, not a latency trade.
+constexpr uint64_t kMaxPollNs = 1000000000;
 
 void CheckMountpoint(OptionReader& reader, const std::string& mountpoint) {
   struct stat st;
@@ -130,6 +132,7 @@ exports::VhostUserFsExportOptions ReadVhostUserFsOptions(
   reader.Integer("num-request-queues", &vhost.num_request_queues, 1,
                  exports::VhostUserFsExport::kMaxRequestQueues);
   ApplyIothreads(reader, iothreads, "num-request-queues", &vhost.num_request_queues);
+  reader.Integer("poll-max-ns", &vhost.poll_max_ns, 0, kMaxPollNs);
   ReadQueueCpus(reader, &vhost.queue_cpus);
   return vhost;
 }

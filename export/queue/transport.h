@@ -52,6 +52,11 @@ class QueueTransport {
   // sleeping). Nothing for a transport whose fds need no re-arming.
   virtual bool PrepareToSleep(QueueThread& thread) { return true; }
 
+  // On the queue thread, while it spins before sleeping (QueueThreadOptions::poll_max_ns): true if
+  // Fetch() would find a request, judged from memory only (no system call). Requests must not
+  // need a notification meanwhile: a transport that polls keeps them off until PrepareToSleep().
+  virtual bool RequestsWaiting() const { return false; }
+
   // On the queue thread: a fd the transport watches is ready.
   virtual void OnEvent(uint64_t tag, uint32_t events) {}
 

@@ -56,7 +56,8 @@ absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
                          : fmt::format("export '{}' request queue {}", options.id, i),
          .thread_name = fmt::format("bexd-vhost-q{}", i),
          .cpu = hiprio ? -1 : QueueCpu(vhost_options.queue_cpus, i - 1),
-         .block_io = !hiprio});
+         .block_io = !hiprio,
+         .poll_max_ns = hiprio ? 0 : vhost_options.poll_max_ns});
     if (!queue.ok()) return queue.status();
     queues.push_back(queue->get());
     vhost_export->queues_.push_back(std::move(*queue));

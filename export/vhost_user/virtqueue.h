@@ -76,6 +76,9 @@ class Virtqueue {
   // notified about them (the caller then signals the call eventfd).
   bool FlushUsed();
 
+  // True if the guest has made a chain available that Pop() has not taken (and the ring works).
+  bool HasAvail() const { return broken_ == nullptr && LoadAvailIdx() != next_avail_; }
+
   // Before sleeping: asks the guest to kick for new chains. Returns false if chains arrived in
   // the meantime (the caller then processes them instead of sleeping).
   bool EnableKick();

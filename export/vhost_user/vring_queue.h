@@ -59,6 +59,8 @@ class VringQueue final : public QueueTransport {
   void Reply(uint32_t slot, int64_t result) override;
   void Flush() override;
   bool PrepareToSleep(QueueThread& thread) override;
+  // Kicks stay off while the thread spins: Fetch() turned them off, PrepareToSleep() turns them on.
+  bool RequestsWaiting() const override { return !kick_lost_ && ring_.HasAvail(); }
   void OnEvent(uint64_t tag, uint32_t events) override;
 
  private:

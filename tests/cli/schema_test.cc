@@ -358,7 +358,23 @@ TEST(ExportSchemaTest, VhostUserFs) {
   EXPECT_EQ(vhost.tag, "share");
   EXPECT_EQ(vhost.file_name, "disk0");
   EXPECT_EQ(vhost.num_request_queues, 2u);
+  EXPECT_EQ(vhost.poll_max_ns, 32768u);  // QEMU's iothread default
   EXPECT_TRUE(spec->options.writable);
+}
+
+TEST(ExportSchemaTest, VhostUserFsPollMaxNs) {
+  const std::string base =
+      "type=vhost-user-fs,id=v0,node-name=disk0,addr.type=unix,addr.path=/run/v.sock,";
+  absl::StatusOr<ExportSpec> spec =
+      ParseExportOptions(Keyval(base + "poll-max-ns=0"), Syntax::kKeyval);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(std::get<exports::VhostUserFsExportOptions>(spec->options.transport).poll_max_ns, 0u);
+  spec = ParseExportOptions(Keyval(base + "poll-max-ns=100000"), Syntax::kKeyval);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(std::get<exports::VhostUserFsExportOptions>(spec->options.transport).poll_max_ns,
+            100000u);
+  EXPECT_NE(ExportError(Keyval(base + "poll-max-ns=2000000000"), Syntax::kKeyval), "");
+  EXPECT_NE(ExportError(Keyval(base + "poll-max-ns=-1"), Syntax::kKeyval), "");
 }
 
 // The tag only labels logs (the guest's tag is QEMU's vhost-user-fs-pci tag=), so it may be left

@@ -37,7 +37,8 @@ void VhostExportTest::TearDown() {
   std::filesystem::remove_all(dir_);
 }
 
-void VhostExportTest::StartExport(uint32_t request_queues, bool writable) {
+void VhostExportTest::StartExport(uint32_t request_queues, bool writable,
+                                  std::optional<uint64_t> poll_max_ns) {
   block::BlockdevOptions blockdev;
   blockdev.node_name = "disk0";
   blockdev.read_only = !writable;
@@ -56,6 +57,7 @@ void VhostExportTest::StartExport(uint32_t request_queues, bool writable) {
   vhost.socket_path = socket_;
   vhost.tag = "images";
   vhost.num_request_queues = request_queues;
+  if (poll_max_ns.has_value()) vhost.poll_max_ns = *poll_max_ns;
   options.transport = vhost;
   absl::StatusOr<std::unique_ptr<exports::Export>> started = exports::StartExport(options, *node);
   ASSERT_TRUE(started.ok()) << started.status();

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,9 @@ class VhostExportTest : public ::testing::Test {
   void TearDown() override;
 
   // Starts the export (file node on a patterned image) with `request_queues` queues.
-  void StartExport(uint32_t request_queues, bool writable = true);
+  // `poll_max_ns`: the export's poll-max-ns; nullopt keeps its default.
+  void StartExport(uint32_t request_queues, bool writable = true,
+                   std::optional<uint64_t> poll_max_ns = std::nullopt);
   FrontendOptions Options(uint32_t request_queues = 1) const;
   // Connects and runs INIT; fails the test on error.
   std::unique_ptr<Frontend> ConnectAndInit(const FrontendOptions& options);

@@ -8,7 +8,9 @@
 // still be read: a socket whose receive buffer is full of kicks refuses more, and a refused write
 // wakes nobody (a full pipe still wakes an epoll reader on every write attempt on Linux 6.x, so
 // the test uses a socket pair). The test first kicks the empty ring more often than that buffer
-// holds.
+// holds. With polling, the thread spins with kicks off before it sleeps (poll-max-ns): a chain the
+// frontend makes available without kicking while it spins, or just as it stops spinning, must not
+// be lost either; a 100 µs window puts the pauses (0-200 µs) on both sides of it.
 #include <linux/fuse.h>
 
 #include <chrono>
@@ -23,12 +25,13 @@ namespace bexd::test::vhost {
 namespace {
 
 enum class KickFd { kEventFd, kSocket };
+enum class Polling { kOff, kOn };
 
 class WakeUpTest : public VhostExportTest,
-                   public ::testing::WithParamInterface<std::tuple<KickFd, bool>> {};
+                   public ::testing::WithParamInterface<std::tuple<KickFd, bool, Polling>> {};
 
 TEST_P(WakeUpTest, EveryRequestAtQueueDepthOneCompletes) {
-  StartExport(1);
+  StartExport(1, /*writable=*/true, std::get<2>(GetParam()) == Polling::kOn ? 100000 : 0);
   FrontendOptions options = Options();
   options.kick_socket = std::get<0>(GetParam()) == KickFd::kSocket;
   options.event_idx = std::get<1>(GetParam());
@@ -66,10 +69,12 @@ TEST_P(WakeUpTest, EveryRequestAtQueueDepthOneCompletes) {
 
 INSTANTIATE_TEST_SUITE_P(
     KickFds, WakeUpTest,
-    ::testing::Combine(::testing::Values(KickFd::kEventFd, KickFd::kSocket), ::testing::Bool()),
-    [](const ::testing::TestParamInfo<std::tuple<KickFd, bool>>& info) {
+    ::testing::Combine(::testing::Values(KickFd::kEventFd, KickFd::kSocket), ::testing::Bool(),
+                       ::testing::Values(Polling::kOff, Polling::kOn)),
+    [](const ::testing::TestParamInfo<std::tuple<KickFd, bool, Polling>>& info) {
       return std::string(std::get<0>(info.param) == KickFd::kSocket ? "Socket" : "EventFd") +
-             (std::get<1>(info.param) ? "EventIdx" : "NoEventIdx");
+             (std::get<1>(info.param) ? "EventIdx" : "NoEventIdx") +
+             (std::get<2>(info.param) == Polling::kOn ? "Polling" : "Sleeping");
     });
 
 }  // namespace
