@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// How long a queue thread spins, looking for new requests and completions in user memory, before
-// it sleeps in epoll. A sleep costs a wake-up per request at queue depth 1 (a few µs of the
-// scheduler on each side, more in a virtual machine); spinning costs a CPU. So the window adapts
-// to the gaps the thread sees, as QEMU's iothreads do with poll-max-ns: it grows while work keeps
-// arriving soon after the thread runs out of it, and shrinks while the gaps are longer than the
-// largest window, down to not spinning at all for an idle or throughput-bound queue.
+// How long a queue thread with nothing in flight spins, looking for the next request in user
+// memory, before it sleeps in epoll. A sleep costs a wake-up per request at queue depth 1 (a few µs
+// of the scheduler on each side, more in a virtual machine); spinning costs a CPU. So the window
+// adapts to the gaps the thread sees, as QEMU's iothreads do with poll-max-ns: it grows while work
+// keeps arriving soon after the thread runs out of it, and shrinks while the gaps are longer than
+// the largest window, down to not spinning at all for an idle or throughput-bound queue.
 #pragma once
 
 #include <cstdint>
