@@ -21,6 +21,12 @@ FileRequestState* State(IoRequest* request) { return DriverState<FileRequestStat
 
 IoRequest* RequestOf(struct iocb* iocb) { return static_cast<IoRequest*>(iocb->data); }
 
+// Whether `next` could merge with `last` in the kernel: the same operation on the bytes that
+// follow.
+bool Continues(const IoRequest& last, const IoRequest& next) {
+  return last.op == next.op && HasData(next.op) && last.offset + last.length == next.offset;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FileQueue>> FileQueue::Create(std::shared_ptr<FileNode> node) {
@@ -117,6 +123,13 @@ bool FileQueue::ToAsync(IoRequest* request) {
     }
   } else if (!PrepareAio(request)) {
     return false;
+  }
+  // The kernel merges a request only into the one submitted just before it in the same batch, so
+  // holding back a batch for a request that does not continue it gains no merge, only delay: with
+  // random reads at QD16 the requests read together then went to the disk together, came back
+  // together and stayed one convoy, with half the disk's queue idle.
+  if (const IoRequest* last = aio_waiting_.back(); last != nullptr && !Continues(*last, *request)) {
+    SubmitAio();
   }
   aio_waiting_.PushBack(request);
   return true;

@@ -33,6 +33,7 @@ class RequestList {
  public:
   bool empty() const { return head_ == nullptr; }
   IoRequest* front() const { return head_; }
+  IoRequest* back() const { return tail_; }
   // The request after `request` in whatever list holds it, or nullptr.
   static IoRequest* Next(IoRequest* request) { return Link(request)->next; }
 

@@ -88,13 +88,15 @@ TEST_P(FileIoTest, ManyWritesInFlightReadBack) {
   std::vector<IoRequest> requests(kChunks);
   std::vector<Outcome> outcomes(kChunks);
   std::vector<struct iovec> iov(kChunks);
+  // All data first: a request may start as soon as it is submitted.
   for (int i = 0; i < kChunks; ++i) {
     std::vector<unsigned char> pattern = Pattern(kChunk, i);
     std::memcpy(data.data() + i * kChunk, pattern.data(), kChunk);
-    iov[i] = {data.data() + i * kChunk, kChunk};
+  }
+  for (int i = 0; i < kChunks; ++i) {
     // Reverse order so the file is not written front to back.
     int chunk = kChunks - 1 - i;
-    iov[i].iov_base = data.data() + chunk * kChunk;
+    iov[i] = {data.data() + chunk * kChunk, kChunk};
     Prepare(&requests[i], &outcomes[i], IoOp::kWrite, chunk * kChunk, kChunk, &iov[i], 1);
     queue->Submit(&requests[i]);
   }
@@ -298,6 +300,36 @@ TEST_P(FileIoTest, RequestsSubmittedFromACallbackStartWithinPoll) {
   }
   const std::vector<unsigned char> pattern = Pattern(1 << 20, 21);
   EXPECT_EQ(buffer.Bytes(0, 4096),
+            std::vector<unsigned char>(pattern.begin() + 8192, pattern.begin() + 12288));
+}
+
+// A batch is held back only for requests the kernel could merge into it: a request that does
+// not continue the one before it sends the batch on at once, before any Poll(), so random
+// requests read together do not wait for each other (and then travel as one convoy).
+TEST_P(FileIoTest, NonContiguousRequestSendsTheBatchBeforePoll) {
+  if (GetParam().aio == AioMode::kThreads) GTEST_SKIP() << "workers start in Poll()";
+  const std::string path = dir_.CreateFile("image", 1 << 20);
+  testing::WriteFile(path, Pattern(1 << 20, 22), 0);
+  auto node = Open(path);
+  ASSERT_NE(node, nullptr);
+  auto queue = testing::MakeQueue(*node);
+  AlignedBuffer buffer(2 * 4096);
+  struct iovec iov[2] = {{buffer.data(), 4096}, {buffer.data() + 4096, 4096}};
+  IoRequest requests[2];
+  Outcome outcomes[2];
+  Prepare(&requests[0], &outcomes[0], IoOp::kRead, 65536, 4096, &iov[0], 1);
+  Prepare(&requests[1], &outcomes[1], IoOp::kRead, 8192, 4096, &iov[1], 1);
+  queue->Submit(&requests[0]);
+  queue->Submit(&requests[1]);
+  struct pollfd pfd = {queue->event_fd(), POLLIN, 0};
+  ASSERT_EQ(poll(&pfd, 1, 20000), 1) << "the first request did not start before Poll()";
+  ASSERT_TRUE(WaitIdle(*queue));
+  EXPECT_EQ(outcomes[0].result, 4096);
+  EXPECT_EQ(outcomes[1].result, 4096);
+  const std::vector<unsigned char> pattern = Pattern(1 << 20, 22);
+  EXPECT_EQ(buffer.Bytes(0, 4096),
+            std::vector<unsigned char>(pattern.begin() + 65536, pattern.begin() + 69632));
+  EXPECT_EQ(buffer.Bytes(4096, 4096),
             std::vector<unsigned char>(pattern.begin() + 8192, pattern.begin() + 12288));
 }
 
