@@ -23,6 +23,8 @@ class IoQueue {
  public:
   virtual ~IoQueue() = default;
   // Queues a request. It completes exactly once, through request->done, from a later Poll().
+  // A driver may start it at once (the file driver sends its batch when a request cannot merge
+  // into it), so the request's data must be in place when it is submitted.
   virtual void Submit(IoRequest* request) = 0;
   // Sends queued requests to the backend (one io_submit for a batch), then runs the callbacks of
   // every request that has completed. Cheap when nothing is pending. Call after a batch of
