@@ -73,7 +73,6 @@ struct RbdOptions {
   std::optional<std::string> key_secret;  // id of a `secret` object holding the cephx key
   std::vector<RbdAuthMode> auth_client_required;  // empty: as the configuration says
   std::vector<InetAddress> server;                // monitors; empty: as the configuration says
-  bool cache_direct = false;                      // on: librbd's cache off, as QEMU
   bool cache_no_flush = false;
   DiscardMode discard = DiscardMode::kIgnore;
   bool operator==(const RbdOptions&) const = default;

@@ -205,8 +205,7 @@ std::string RbdNode::ImageName() const {
 std::string RbdNode::filename() const { return "rbd:" + ImageName(); }
 
 std::string RbdNode::description() const {
-  return fmt::format("rbd image {} (librbd cache {}{})", ImageName(),
-                     options_.cache_direct ? "off" : "on", read_only_ ? ", read-only" : "");
+  return fmt::format("rbd image {}{}", ImageName(), read_only_ ? " (read-only)" : "");
 }
 
 }  // namespace bexd::block

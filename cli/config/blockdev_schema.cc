@@ -226,8 +226,9 @@ absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax synt
   reader.Bool("auto-read-only", &options.auto_read_only);
 
   // QEMU accepts the cache, discard and detect-zeroes options for every driver: `file` acts on
-  // all of them, the other drivers on discard, the block layer on detect-zeroes
-  // (block/block_node.cc), and children defined inline inherit the cache options.
+  // all of them, `rbd` on cache.no-flush and discard (librbd's cache is always off, see
+  // block/rbd/rados_connection.cc), the other drivers on discard, the block layer on
+  // detect-zeroes (block/block_node.cc), and children defined inline inherit the cache options.
   bool cache_direct = false;
   bool cache_no_flush = false;
   DiscardMode discard = DiscardMode::kIgnore;
@@ -273,7 +274,6 @@ absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax synt
     options.backing = ReadChild(reader, object, syntax, "backing", false, /*nullable=*/true);
   } else if (driver == "rbd") {
     block::RbdOptions rbd = ReadRbdOptions(reader, syntax);
-    rbd.cache_direct = cache_direct;
     rbd.cache_no_flush = cache_no_flush;
     rbd.discard = discard;
     options.driver = std::move(rbd);

@@ -140,61 +140,57 @@ TEST_F(RbdNodeTest, ImagesInANamespaceOpen) {
   EXPECT_EQ(Image("rbd/ns1/img").substr(8192, 4096), Bytes(data));
 }
 
-// Every operation, with librbd's cache on and off, checked in the image itself.
+// Every operation, checked in the image itself.
 TEST_F(RbdNodeTest, EveryOperationReachesTheImage) {
-  for (bool direct : {false, true}) {
-    SCOPED_TRACE(direct ? "cache.direct=on" : "cache.direct=off");
-    const std::string name = direct ? "direct" : "cached";
-    ASSERT_TRUE(cluster_->CreateImage(name, 16 * kMiB));
-    RbdOptions options = Options(name);
-    options.cache_direct = direct;
-    options.discard = DiscardMode::kUnmap;
-    std::shared_ptr<BlockNode> node = OpenOrFail(options);
-    ASSERT_NE(node, nullptr);
-    EXPECT_EQ(node->size(), 16 * kMiB);
-    EXPECT_EQ(node->driver_name(), "rbd");
-    EXPECT_EQ(node->filename(), "rbd:rbd/" + name);
-    auto queue = MakeQueue(*node);
-    std::vector<unsigned char> model(16 * kMiB, 0);
+  const std::string name = "img";
+  ASSERT_TRUE(cluster_->CreateImage(name, 16 * kMiB));
+  RbdOptions options = Options(name);
+  options.discard = DiscardMode::kUnmap;
+  std::shared_ptr<BlockNode> node = OpenOrFail(options);
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->size(), 16 * kMiB);
+  EXPECT_EQ(node->driver_name(), "rbd");
+  EXPECT_EQ(node->filename(), "rbd:rbd/" + name);
+  auto queue = MakeQueue(*node);
+  std::vector<unsigned char> model(16 * kMiB, 0);
 
-    // A 1 MiB write in three pieces at an odd offset, a FUA write, a write across objects.
-    std::vector<unsigned char> data = Pattern(kMiB, 1);
-    struct iovec pieces[3] = {
-        {data.data(), 1000}, {data.data() + 1000, 300000}, {data.data() + 301000, kMiB - 301000}};
-    EXPECT_EQ(RunOne(*queue, IoOp::kWrite, 12345, kMiB, pieces, 3), int64_t(kMiB));
-    std::copy(data.begin(), data.end(), model.begin() + 12345);
-    std::vector<unsigned char> fua = Pattern(65536, 2);
-    EXPECT_EQ(WriteAt(*queue, fua.data(), fua.size(), 6 * kMiB, kIoFua), 65536);
-    std::copy(fua.begin(), fua.end(), model.begin() + 6 * kMiB);
-    std::vector<unsigned char> across = Pattern(2 * kMiB, 3);
-    EXPECT_EQ(WriteAt(*queue, across.data(), across.size(), 3 * kMiB), int64_t(2 * kMiB));
-    std::copy(across.begin(), across.end(), model.begin() + 3 * kMiB);
+  // A 1 MiB write in three pieces at an odd offset, a FUA write, a write across objects.
+  std::vector<unsigned char> data = Pattern(kMiB, 1);
+  struct iovec pieces[3] = {
+      {data.data(), 1000}, {data.data() + 1000, 300000}, {data.data() + 301000, kMiB - 301000}};
+  EXPECT_EQ(RunOne(*queue, IoOp::kWrite, 12345, kMiB, pieces, 3), int64_t(kMiB));
+  std::copy(data.begin(), data.end(), model.begin() + 12345);
+  std::vector<unsigned char> fua = Pattern(65536, 2);
+  EXPECT_EQ(WriteAt(*queue, fua.data(), fua.size(), 6 * kMiB, kIoFua), 65536);
+  std::copy(fua.begin(), fua.end(), model.begin() + 6 * kMiB);
+  std::vector<unsigned char> across = Pattern(2 * kMiB, 3);
+  EXPECT_EQ(WriteAt(*queue, across.data(), across.size(), 3 * kMiB), int64_t(2 * kMiB));
+  std::copy(across.begin(), across.end(), model.begin() + 3 * kMiB);
 
-    // Write-zeroes, allocated and unmapped, over written data.
-    EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 4000, 8192), 8192);
-    std::fill(model.begin() + 4000, model.begin() + 4000 + 8192, 0);
-    EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 3 * kMiB + 100, 70000, nullptr, 0, kIoMayUnmap),
-              70000);
-    std::fill(model.begin() + 3 * kMiB + 100, model.begin() + 3 * kMiB + 70100, 0);
-    // A discard of a whole 4 MiB object, which then reads as zeroes.
-    EXPECT_EQ(RunOne(*queue, IoOp::kDiscard, 8 * kMiB, 4 * kMiB), int64_t(4 * kMiB));
+  // Write-zeroes, allocated and unmapped, over written data.
+  EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 4000, 8192), 8192);
+  std::fill(model.begin() + 4000, model.begin() + 4000 + 8192, 0);
+  EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 3 * kMiB + 100, 70000, nullptr, 0, kIoMayUnmap),
+            70000);
+  std::fill(model.begin() + 3 * kMiB + 100, model.begin() + 3 * kMiB + 70100, 0);
+  // A discard of a whole 4 MiB object, which then reads as zeroes.
+  EXPECT_EQ(RunOne(*queue, IoOp::kDiscard, 8 * kMiB, 4 * kMiB), int64_t(4 * kMiB));
 
-    // Reads see all of it, also across pieces and past what was written.
-    std::vector<unsigned char> read(16 * kMiB);
-    EXPECT_EQ(ReadAt(*queue, read.data(), read.size(), 0), int64_t(16 * kMiB));
-    EXPECT_TRUE(read == model) << "read back differs";
-    bool data_flag = false;
-    EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 15 * kMiB, 4 * kMiB, nullptr, 0, 0, &data_flag),
-              int64_t(kMiB));
-    EXPECT_TRUE(data_flag);
-    EXPECT_EQ(RunOne(*queue, IoOp::kAllocate, 0, kMiB), int64_t(kMiB));
-    EXPECT_EQ(ReadAt(*queue, read.data(), 1024, 16 * kMiB - 512), -EINVAL);
-    EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
-    EXPECT_EQ(node->flush_error(), 0);
+  // Reads see all of it, also across pieces and past what was written.
+  std::vector<unsigned char> read(16 * kMiB);
+  EXPECT_EQ(ReadAt(*queue, read.data(), read.size(), 0), int64_t(16 * kMiB));
+  EXPECT_TRUE(read == model) << "read back differs";
+  bool data_flag = false;
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 15 * kMiB, 4 * kMiB, nullptr, 0, 0, &data_flag),
+            int64_t(kMiB));
+  EXPECT_TRUE(data_flag);
+  EXPECT_EQ(RunOne(*queue, IoOp::kAllocate, 0, kMiB), int64_t(kMiB));
+  EXPECT_EQ(ReadAt(*queue, read.data(), 1024, 16 * kMiB - 512), -EINVAL);
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  EXPECT_EQ(node->flush_error(), 0);
 
-    // What another client reads, while this node still has the image open.
-    EXPECT_EQ(Image("rbd/" + name), Bytes(model));
-  }
+  // What another client reads, while this node still has the image open.
+  EXPECT_EQ(Image("rbd/" + name), Bytes(model));
 }
 
 TEST_F(RbdNodeTest, TruncateResizesTheImage) {
@@ -258,6 +254,13 @@ TEST_F(RbdNodeTest, OneWriterKeepsTheLockAndReadersShare) {
   EXPECT_TRUE(read == data);
   EXPECT_EQ(WriteAt(*queue, data.data(), data.size(), 65536), 8192);
   EXPECT_EQ(WriteAt(*reader_queue, data.data(), data.size(), 0), -EROFS);
+  // What the writer overwrites and flushes, the reader reads at once, though it read the old
+  // bytes before.
+  std::vector<unsigned char> newer = Pattern(8192, 6);
+  EXPECT_EQ(WriteAt(*queue, newer.data(), newer.size(), 0), 8192);
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  EXPECT_EQ(ReadAt(*reader_queue, read.data(), read.size(), 0), 8192);
+  EXPECT_TRUE(read == newer);
 
   // Other clients cannot write while bexd holds the lock...
   int status = -1;
@@ -265,7 +268,7 @@ TEST_F(RbdNodeTest, OneWriterKeepsTheLockAndReadersShare) {
       cluster_->Rbd("bench --io-type write --io-size 4K --io-total 8K rbd/img", &status);
   EXPECT_NE(status, 0) << output;
   EXPECT_EQ(ReadAt(*queue, read.data(), read.size(), 0), 8192);
-  EXPECT_TRUE(read == data);
+  EXPECT_TRUE(read == newer);
   // ...but maintenance goes through the lock owner: `rbd resize` asks bexd to resize, and the
   // node follows.
   output = cluster_->Rbd("resize --size 8M rbd/img", &status);
@@ -379,42 +382,38 @@ TEST_F(RbdNodeTest, CephxKeyComesFromASecret) {
 }
 
 // An OSD that stops answering: requests fail with EIO after rados_osd_op_timeout (5 s here) and
-// work again once it answers. With librbd's cache on too, a write is not acknowledged before
-// the OSD has it (after a first flush librbd's default policy would acknowledge it at once), so
-// the writer learns of the failure from the write itself and later flushes hide nothing.
+// work again once it answers. A write is not acknowledged before the OSD has it (librbd's cache
+// would acknowledge it at once after a first flush), so the writer learns of the failure from
+// the write itself and later flushes hide nothing; a read is not served from a stale cache.
 TEST_F(RbdNodeTest, RequestsFailWithEioWhileTheOsdDoesNotAnswer) {
-  for (bool direct : {false, true}) {
-    SCOPED_TRACE(direct ? "cache.direct=on" : "cache.direct=off");
-    const std::string name = direct ? "direct" : "cached";
-    ASSERT_TRUE(cluster_->CreateImage(name, 4 * kMiB));
-    RbdOptions options = Options(name);
-    options.cache_direct = direct;
-    std::shared_ptr<BlockNode> node = OpenOrFail(options);
-    ASSERT_NE(node, nullptr);
-    auto queue = MakeQueue(*node);
-    std::vector<unsigned char> before = Pattern(4096, 8), during = Pattern(4096, 9);
-    ASSERT_EQ(WriteAt(*queue, before.data(), 4096, 0), 4096);
-    ASSERT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  const std::string name = "img";
+  ASSERT_TRUE(cluster_->CreateImage(name, 4 * kMiB));
+  RbdOptions options = Options(name);
+  std::shared_ptr<BlockNode> node = OpenOrFail(options);
+  ASSERT_NE(node, nullptr);
+  auto queue = MakeQueue(*node);
+  std::vector<unsigned char> before = Pattern(4096, 8), during = Pattern(4096, 9);
+  ASSERT_EQ(WriteAt(*queue, before.data(), 4096, 0), 4096);
+  ASSERT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
 
-    ASSERT_TRUE(cluster_->PauseOsd());
-    const int64_t written = WriteAt(*queue, during.data(), 4096, 4096);
-    std::vector<unsigned char> read(4096);
-    const int64_t read_result = ReadAt(*queue, read.data(), 4096, 8192);
-    ASSERT_TRUE(cluster_->ResumeOsd());
-    EXPECT_EQ(written, -EIO);
-    if (direct) EXPECT_EQ(read_result, -EIO);  // a cached read may be served from the cache
+  ASSERT_TRUE(cluster_->PauseOsd());
+  const int64_t written = WriteAt(*queue, during.data(), 4096, 4096);
+  std::vector<unsigned char> read(4096);
+  const int64_t read_result = ReadAt(*queue, read.data(), 4096, 8192);
+  ASSERT_TRUE(cluster_->ResumeOsd());
+  EXPECT_EQ(written, -EIO);
+  EXPECT_EQ(read_result, -EIO);
 
-    std::vector<unsigned char> after = Pattern(4096, 10);
-    EXPECT_EQ(WriteAt(*queue, after.data(), 4096, 8192, kIoFua), 4096);
-    EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
-    EXPECT_EQ(ReadAt(*queue, read.data(), 4096, 0), 4096);
-    EXPECT_TRUE(read == before);
-    EXPECT_EQ(ReadAt(*queue, read.data(), 4096, 8192), 4096);
-    EXPECT_TRUE(read == after);
-    queue.reset();
-    node.reset();
-    EXPECT_EQ(Image("rbd/" + name).substr(8192, 4096), Bytes(after));
-  }
+  std::vector<unsigned char> after = Pattern(4096, 10);
+  EXPECT_EQ(WriteAt(*queue, after.data(), 4096, 8192, kIoFua), 4096);
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  EXPECT_EQ(ReadAt(*queue, read.data(), 4096, 0), 4096);
+  EXPECT_TRUE(read == before);
+  EXPECT_EQ(ReadAt(*queue, read.data(), 4096, 8192), 4096);
+  EXPECT_TRUE(read == after);
+  queue.reset();
+  node.reset();
+  EXPECT_EQ(Image("rbd/" + name).substr(8192, 4096), Bytes(after));
 }
 
 TEST_F(RbdNodeTest, ServerListNamesTheMonitors) {

@@ -61,7 +61,6 @@ TEST(RbdOptionsTest, KeyvalAsQsdTakesIt) {
             (std::vector{block::RbdAuthMode::kCephx, block::RbdAuthMode::kNone}));
   EXPECT_EQ(rbd.server,
             (std::vector<block::InetAddress>{{"10.0.0.1", "6789"}, {"fd00::2", "3300"}}));
-  EXPECT_TRUE(rbd.cache_direct);
   EXPECT_TRUE(rbd.cache_no_flush);
   EXPECT_EQ(rbd.discard, block::DiscardMode::kUnmap);
 }
@@ -82,7 +81,6 @@ TEST(RbdOptionsTest, JsonMatchesKeyvalAndDefaults) {
   const auto& rbd = std::get<block::RbdOptions>(json_options->driver);
   EXPECT_EQ(rbd.name_space, "");
   EXPECT_FALSE(rbd.snapshot || rbd.conf || rbd.user || rbd.key_secret);
-  EXPECT_FALSE(rbd.cache_direct);
   EXPECT_EQ(rbd.discard, block::DiscardMode::kIgnore);
 }
 
