@@ -55,11 +55,15 @@ TEST(BlockCommonOptionsTest, DiscardOnEveryDriver) {
       absl::StatusOr<block::BlockdevOptions> options =
           Parse(std::string(driver) + ",discard=" + value);
       ASSERT_TRUE(options.ok()) << value << ": " << options.status();
-      if (stores) EXPECT_EQ(DiscardOf(*options), mode) << value;
+      if (stores) {
+        EXPECT_EQ(DiscardOf(*options), mode) << value;
+      }
     }
     absl::StatusOr<block::BlockdevOptions> plain = Parse(driver);
     ASSERT_TRUE(plain.ok()) << plain.status();
-    if (stores) EXPECT_EQ(DiscardOf(*plain), block::DiscardMode::kIgnore) << "QEMU's default";
+    if (stores) {
+      EXPECT_EQ(DiscardOf(*plain), block::DiscardMode::kIgnore) << "QEMU's default";
+    }
     absl::StatusOr<block::BlockdevOptions> bad = Parse(std::string(driver) + ",discard=trim");
     ASSERT_FALSE(bad.ok());
     EXPECT_EQ(bad.status().message(),

@@ -135,7 +135,9 @@ TEST_F(ControlTest, ErrorPathsReturnGenericError) {
   for (const Case& c : cases) {
     json reply = client->Execute(c.command, c.arguments);
     EXPECT_EQ(ErrorClass(reply), "GenericError") << c.command << " " << c.arguments;
-    if (!c.desc.empty()) EXPECT_EQ(ErrorDesc(reply), c.desc) << c.command << " " << c.arguments;
+    if (!c.desc.empty()) {
+      EXPECT_EQ(ErrorDesc(reply), c.desc) << c.command << " " << c.arguments;
+    }
   }
   // Nothing changed.
   EXPECT_EQ(client->Execute("query-named-block-nodes")["return"].size(), 1u);

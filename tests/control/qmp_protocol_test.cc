@@ -70,7 +70,9 @@ TEST_F(ControlTest, MalformedRequestsGetErrorsAndTheClientStays) {
     client->SendRaw(c.request);
     json reply = client->ReadReply();
     EXPECT_EQ(ErrorClass(reply), c.error_class) << c.request << " -> " << reply;
-    if (!c.desc.empty()) EXPECT_EQ(ErrorDesc(reply), c.desc) << c.request;
+    if (!c.desc.empty()) {
+      EXPECT_EQ(ErrorDesc(reply), c.desc) << c.request;
+    }
   }
   // Two requests in one write, one split across writes: each gets its own reply.
   client->SendRaw(R"({"execute":"query-version","id":1}{"execute":"query-version","id":2})");

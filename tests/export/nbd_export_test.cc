@@ -358,7 +358,9 @@ class NbdServerRestartTest : public NbdExportTest {
         << "service did not resume";
     writer.stop = true;
     thread.join();
-    if (reconnect_delay > 0) EXPECT_EQ(writer.eio.load(), 0) << "requests failed within the delay";
+    if (reconnect_delay > 0) {
+      EXPECT_EQ(writer.eio.load(), 0) << "requests failed within the delay";
+    }
     EXPECT_EQ(writer.other_errors.load(), 0);
     EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
     ExpectFlushedRoundIntact(image, writer.flushed_round);
