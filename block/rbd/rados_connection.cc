@@ -104,7 +104,7 @@ absl::StatusOr<std::unique_ptr<RadosConnection>> RadosConnection::Connect(
   // bexd never lets librbd acknowledge a write before the OSDs have it (a failed flush would
   // otherwise leave acknowledged writes lost behind a later successful flush), and without that
   // the cache only serves re-reads, which the client's own page cache serves already. Off, most
-  // 4 KiB cells gained 17-45 %; only sequential reads lost its read-ahead (docs/remote-storage.md).
+  // 4 KiB cells gained; sequential reads lost its read-ahead (figures in docs/remote-storage.md).
   status.Update(set("rbd_cache", "false"));
   if (ConfSeconds(cluster, "rados_osd_op_timeout") == 0) {
     status.Update(set("rados_osd_op_timeout", std::to_string(kOsdOpTimeoutSeconds)));

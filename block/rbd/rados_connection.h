@@ -2,9 +2,9 @@
 // A client connection to a Ceph cluster and an I/O context on one pool and namespace, set up as
 // QEMU's rbd driver sets it up (qemu_rbd_connect): the user's id, the configuration file (Ceph's
 // default files when none is given), the monitors from `server`, the cephx key from a secret
-// object, auth-client-required, and librbd's cache on unless cache.direct=on (in writethrough
-// mode: a write completes once the OSDs have it). bexd adds time limits (below) so that a
-// cluster that does not answer makes requests fail instead of hang.
+// object, auth-client-required. Unlike QEMU, librbd's cache is always off (a write completes once
+// the OSDs have it), and bexd adds time limits (below) so that a cluster that does not answer
+// makes requests fail instead of hang.
 #pragma once
 
 #include <absl/status/statusor.h>

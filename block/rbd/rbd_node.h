@@ -31,7 +31,8 @@ class RbdNode final : public BlockNode, public std::enable_shared_from_this<RbdN
   // exclusive lock. Errors name the node, the image and the reason.
   static absl::StatusOr<std::shared_ptr<RbdNode>> Open(std::string node_name,
                                                        const RbdOptions& options, bool read_only);
-  // Closes the image (librbd flushes its cache and releases the lock), then the connection.
+  // Closes the image (librbd waits for requests in flight and releases the lock), then the
+  // connection.
   ~RbdNode() override;
 
   std::string driver_name() const override { return "rbd"; }

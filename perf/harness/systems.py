@@ -55,7 +55,8 @@ def _node(target, image, size, remote, qsd):
     if target.driver == "null":
         return f"driver={'null-co' if qsd else 'null'},node-name=n0,size={size},read-zeroes=on"
     if target.driver == "rbd":
-        # Both with QEMU's default cache mode (librbd's cache on), as `rbd bench` runs.
+        # Both with QEMU's default cache mode: QSD's librbd then caches (as `rbd bench` runs);
+        # bexd's librbd never does (block/rbd/rados_connection.cc).
         return f"driver=rbd,node-name=n0,pool=rbd,image=bench,conf={remote.rbd_conf}"
     if target.driver == "nbd":
         return f"driver=nbd,node-name=n0,server.type=unix,server.path={remote.nbd_socket}"
