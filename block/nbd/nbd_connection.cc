@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "block/nbd/nbd_api.h"
 #include "block/zero_buffer.h"
 #include "util/log.h"
 #include "util/rate_limit.h"
@@ -31,7 +32,9 @@ nbd_completion_callback Completion(IoRequest* request, int (*callback)(void*, in
   return nbd_completion_callback{.callback = callback, .user_data = request, .free = nullptr};
 }
 
-bool Ended(nbd_handle* handle) { return nbd_aio_is_dead(handle) || nbd_aio_is_closed(handle); }
+bool Ended(nbd_handle* handle) {
+  return Nbd().nbd_aio_is_dead(handle) || Nbd().nbd_aio_is_closed(handle);
+}
 
 void Drain(int fd) {
   uint64_t value;
@@ -70,7 +73,7 @@ absl::Status NbdConnection::SetUp(NbdHandle handle) {
 }
 
 absl::Status NbdConnection::Adopt(NbdHandle handle) {
-  const int fd = nbd_aio_get_fd(handle.get());
+  const int fd = Nbd().nbd_aio_get_fd(handle.get());
   struct epoll_event event = {.events = EPOLLIN, .data = {.u32 = kSocketTag}};
   if (fd < 0 || epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
     return absl::ErrnoToStatus(errno, "cannot watch the NBD socket");
@@ -86,7 +89,7 @@ absl::Status NbdConnection::Adopt(NbdHandle handle) {
 
 NbdConnection::~NbdConnection() {
   if (link_.connector != nullptr) link_.connector->Withdraw(this);
-  nbd_close(delivered_.exchange(nullptr));
+  Nbd().nbd_close(delivered_.exchange(nullptr));
   handle_.reset();
   for (int fd : {epoll_fd_, wake_fd_, timer_fd_}) {
     if (fd >= 0) close(fd);
@@ -157,7 +160,7 @@ void NbdConnection::Issue(IoRequest* request) {
     case IoOp::kFlush:
       if (info_.can_flush) {
         Send(request,
-             [&] { return nbd_aio_flush(handle, Completion(request, &OnCommandDone), 0); });
+             [&] { return Nbd().nbd_aio_flush(handle, Completion(request, &OnCommandDone), 0); });
       }
       break;
     case IoOp::kDiscard:
@@ -175,7 +178,7 @@ void NbdConnection::Issue(IoRequest* request) {
       if (request->offset >= size) break;
       if (!info_.block_status) break;  // all data (Outcome)
       Send(request, [&] {
-        return nbd_aio_block_status(
+        return Nbd().nbd_aio_block_status(
             handle, std::min({request->length, size - request->offset, kMaxRangeCommand}),
             request->offset,
             nbd_extent_callback{.callback = &OnExtent, .user_data = request, .free = nullptr},
@@ -204,10 +207,10 @@ void NbdConnection::IssueData(IoRequest* request, uint32_t flags) {
       const size_t length = std::min<size_t>(left, max_payload_);
       Send(request, [&] {
         return request->op == IoOp::kRead
-                   ? nbd_aio_pread(handle, data, length, offset,
-                                   Completion(request, &OnCommandDone), 0)
-                   : nbd_aio_pwrite(handle, data, length, offset,
-                                    Completion(request, &OnCommandDone), flags);
+                   ? Nbd().nbd_aio_pread(handle, data, length, offset,
+                                         Completion(request, &OnCommandDone), 0)
+                   : Nbd().nbd_aio_pwrite(handle, data, length, offset,
+                                          Completion(request, &OnCommandDone), flags);
       });
       if (state->lost || state->error != 0) return;
       data += length;
@@ -225,8 +228,10 @@ void NbdConnection::IssueRanges(IoRequest* request, uint32_t flags) {
     const uint64_t length = std::min(end - offset, kMaxRangeCommand);
     Send(request, [&] {
       return request->op == IoOp::kDiscard
-                 ? nbd_aio_trim(handle, length, offset, Completion(request, &OnCommandDone), 0)
-                 : nbd_aio_zero(handle, length, offset, Completion(request, &OnCommandDone), flags);
+                 ? Nbd().nbd_aio_trim(handle, length, offset, Completion(request, &OnCommandDone),
+                                      0)
+                 : Nbd().nbd_aio_zero(handle, length, offset, Completion(request, &OnCommandDone),
+                                      flags);
     });
     if (state->lost || state->error != 0) return;
   }
@@ -242,8 +247,8 @@ void NbdConnection::IssueZeroWrites(IoRequest* request) {
   for (uint64_t offset = request->offset; offset < end; offset += chunk_limit) {
     const uint64_t length = std::min(end - offset, chunk_limit);
     Send(request, [&] {
-      return nbd_aio_pwrite(handle, ZeroBuffer(), length, offset,
-                            Completion(request, &OnCommandDone), 0);
+      return Nbd().nbd_aio_pwrite(handle, ZeroBuffer(), length, offset,
+                                  Completion(request, &OnCommandDone), 0);
     });
     if (state->lost || state->error != 0) return;
   }
@@ -265,11 +270,12 @@ void NbdConnection::Send(IoRequest* request, Command command) {
   if (Ended(handle_.get())) {
     state->lost = true;
   } else if (state->error == 0) {
-    const int error = nbd_get_errno();
+    const int error = Nbd().nbd_get_errno();
     state->error = error != 0 ? error : EIO;
     static log::RateLimit refused;
     log::Limited(refused, log::Level::kWarn, "node '{}': libnbd refused a request: {}",
-                 link_.node_name, nbd_get_error() != nullptr ? nbd_get_error() : "no reason");
+                 link_.node_name,
+                 Nbd().nbd_get_error() != nullptr ? Nbd().nbd_get_error() : "no reason");
   }
 }
 
@@ -278,7 +284,7 @@ void NbdConnection::IssueFlushAfterWrite(IoRequest* request) {
   state->flush_after = false;
   state->commands = 1;
   Send(request,
-       [&] { return nbd_aio_flush(handle_.get(), Completion(request, &OnCommandDone), 0); });
+       [&] { return Nbd().nbd_aio_flush(handle_.get(), Completion(request, &OnCommandDone), 0); });
   if (--state->commands == 0) completed_.PushBack(request);
 }
 
@@ -361,11 +367,12 @@ bool NbdConnection::HandleEvents() {
     switch (events[i].data.u32) {
       case kSocketTag:
         if (handle_ == nullptr) break;
-        if ((ready & (EPOLLIN | EPOLLHUP | EPOLLERR)) && nbd_aio_notify_read(handle_.get()) == -1) {
+        if ((ready & (EPOLLIN | EPOLLHUP | EPOLLERR)) &&
+            Nbd().nbd_aio_notify_read(handle_.get()) == -1) {
           NoteLostReason();
         }
         if ((ready & EPOLLOUT) && !Ended(handle_.get()) &&
-            nbd_aio_notify_write(handle_.get()) == -1) {
+            Nbd().nbd_aio_notify_write(handle_.get()) == -1) {
           NoteLostReason();
         }
         break;
@@ -402,13 +409,13 @@ void NbdConnection::Settle() {
 }
 
 void NbdConnection::NoteLostReason() {
-  const char* error = nbd_get_error();
+  const char* error = Nbd().nbd_get_error();
   if (lost_reason_.empty() && error != nullptr) lost_reason_ = error;
 }
 
 void NbdConnection::LoseConnection() {
   static log::RateLimit lost;
-  if (nbd_aio_is_closed(handle_.get())) lost_reason_ = "the server closed it";
+  if (Nbd().nbd_aio_is_closed(handle_.get())) lost_reason_ = "the server closed it";
   const uint32_t delay = link_.options.reconnect_delay;
   log::Limited(lost, log::Level::kWarn, "node '{}': lost the connection to NBD server {} ({}); {}",
                link_.node_name, NbdAddress(link_.options),
@@ -442,7 +449,7 @@ void NbdConnection::DelayOver() {
 }
 
 void NbdConnection::Reconnected(NbdHandle handle) {
-  nbd_close(delivered_.exchange(handle.release()));
+  Nbd().nbd_close(delivered_.exchange(handle.release()));
   const uint64_t one = 1;
   [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
 }
@@ -467,7 +474,7 @@ void NbdConnection::Install(NbdHandle handle) {
 
 void NbdConnection::WatchSocket() {
   if (handle_ == nullptr) return;
-  const bool wants_write = nbd_aio_get_direction(handle_.get()) & LIBNBD_AIO_DIRECTION_WRITE;
+  const bool wants_write = Nbd().nbd_aio_get_direction(handle_.get()) & LIBNBD_AIO_DIRECTION_WRITE;
   const uint32_t events = EPOLLIN | (wants_write ? uint32_t{EPOLLOUT} : 0u);
   if (events == socket_events_) return;
   struct epoll_event event = {.events = events, .data = {.u32 = kSocketTag}};

@@ -7,37 +7,42 @@
 #include <cerrno>
 #include <cstring>
 
+#include "block/nbd/nbd_api.h"
+
 namespace bexd::block {
 namespace {
 
 // libnbd's message for the last call of this thread that failed.
 std::string LastError(std::string_view fallback) {
-  const char* error = nbd_get_error();
+  const char* error = Nbd().nbd_get_error();
   return error != nullptr && *error != '\0' ? std::string(error) : std::string(fallback);
 }
 
-bool Ended(nbd_handle* handle) { return nbd_aio_is_dead(handle) || nbd_aio_is_closed(handle); }
+bool Ended(nbd_handle* handle) {
+  return Nbd().nbd_aio_is_dead(handle) || Nbd().nbd_aio_is_closed(handle);
+}
 
 }  // namespace
 
 void NbdHandleCloser::operator()(nbd_handle* handle) const {
-  if (nbd_aio_is_ready(handle) || nbd_aio_is_processing(handle)) nbd_aio_disconnect(handle, 0);
-  nbd_close(handle);
+  if (Nbd().nbd_aio_is_ready(handle) || Nbd().nbd_aio_is_processing(handle))
+    Nbd().nbd_aio_disconnect(handle, 0);
+  Nbd().nbd_close(handle);
 }
 
 NbdServerInfo ReadServerInfo(nbd_handle* handle) {
   NbdServerInfo info;
-  const int64_t size = nbd_get_size(handle);
+  const int64_t size = Nbd().nbd_get_size(handle);
   info.size = size > 0 ? static_cast<uint64_t>(size) : 0;
-  info.read_only = nbd_is_read_only(handle) == 1;
-  info.can_flush = nbd_can_flush(handle) == 1;
-  info.can_fua = nbd_can_fua(handle) == 1;
-  info.can_trim = nbd_can_trim(handle) == 1;
-  info.can_zero = nbd_can_zero(handle) == 1;
-  info.can_multi_conn = nbd_can_multi_conn(handle) == 1;
-  info.block_status = nbd_can_meta_context(handle, LIBNBD_CONTEXT_BASE_ALLOCATION) == 1;
-  const int64_t min_block = nbd_get_block_size(handle, LIBNBD_SIZE_MINIMUM);
-  const int64_t max_payload = nbd_get_block_size(handle, LIBNBD_SIZE_MAXIMUM);
+  info.read_only = Nbd().nbd_is_read_only(handle) == 1;
+  info.can_flush = Nbd().nbd_can_flush(handle) == 1;
+  info.can_fua = Nbd().nbd_can_fua(handle) == 1;
+  info.can_trim = Nbd().nbd_can_trim(handle) == 1;
+  info.can_zero = Nbd().nbd_can_zero(handle) == 1;
+  info.can_multi_conn = Nbd().nbd_can_multi_conn(handle) == 1;
+  info.block_status = Nbd().nbd_can_meta_context(handle, LIBNBD_CONTEXT_BASE_ALLOCATION) == 1;
+  const int64_t min_block = Nbd().nbd_get_block_size(handle, LIBNBD_SIZE_MINIMUM);
+  const int64_t max_payload = Nbd().nbd_get_block_size(handle, LIBNBD_SIZE_MAXIMUM);
   info.min_block = min_block > 0 ? static_cast<uint32_t>(min_block) : 0;
   info.max_payload = max_payload > 0 ? static_cast<uint32_t>(max_payload) : 0;
   return info;
@@ -60,7 +65,7 @@ std::string NbdFilename(const NbdOptions& options) {
 
 absl::StatusOr<NbdHandle> ConnectNbd(const NbdOptions& options, int cancel_fd,
                                      std::chrono::milliseconds timeout) {
-  NbdHandle handle(nbd_create());
+  NbdHandle handle(Nbd().nbd_create());
   if (handle == nullptr) {
     return absl::ResourceExhaustedError(
         fmt::format("cannot create a libnbd handle: {}", LastError("out of memory")));
@@ -68,18 +73,19 @@ absl::StatusOr<NbdHandle> ConnectNbd(const NbdOptions& options, int cancel_fd,
   nbd_handle* h = handle.get();
   // Read buffers are the submitter's and only used when the read succeeds, so libnbd need not
   // zero them before every read.
-  if (nbd_set_export_name(h, options.export_name.c_str()) == -1 ||
-      nbd_add_meta_context(h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1 ||
-      nbd_set_pread_initialize(h, false) == -1) {
+  if (Nbd().nbd_set_export_name(h, options.export_name.c_str()) == -1 ||
+      Nbd().nbd_add_meta_context(h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1 ||
+      Nbd().nbd_set_pread_initialize(h, false) == -1) {
     return absl::InternalError(LastError("cannot set up the libnbd handle"));
   }
-  const int started = options.transport == NbdOptions::Transport::kUnix
-                          ? nbd_aio_connect_unix(h, options.path.c_str())
-                          : nbd_aio_connect_tcp(h, options.host.c_str(), options.port.c_str());
+  const int started =
+      options.transport == NbdOptions::Transport::kUnix
+          ? Nbd().nbd_aio_connect_unix(h, options.path.c_str())
+          : Nbd().nbd_aio_connect_tcp(h, options.host.c_str(), options.port.c_str());
   if (started == -1) return absl::UnavailableError(LastError("cannot connect"));
 
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!nbd_aio_is_ready(h)) {
+  while (!Nbd().nbd_aio_is_ready(h)) {
     if (Ended(h)) {
       return absl::UnavailableError(LastError("the server closed the connection in the handshake"));
     }
@@ -89,9 +95,9 @@ absl::StatusOr<NbdHandle> ConnectNbd(const NbdOptions& options, int cancel_fd,
       return absl::DeadlineExceededError(fmt::format(
           "the server did not complete the handshake within {} s", timeout.count() / 1000));
     }
-    const int fd = nbd_aio_get_fd(h);
+    const int fd = Nbd().nbd_aio_get_fd(h);
     if (fd == -1) return absl::UnavailableError(LastError("the connection has no socket"));
-    const unsigned direction = nbd_aio_get_direction(h);
+    const unsigned direction = Nbd().nbd_aio_get_direction(h);
     struct pollfd fds[2] = {
         {fd,
          static_cast<short>(((direction & LIBNBD_AIO_DIRECTION_READ) ? POLLIN : 0) |
@@ -109,9 +115,9 @@ absl::StatusOr<NbdHandle> ConnectNbd(const NbdOptions& options, int cancel_fd,
     // An error or hang-up is for the state machine to find, in whichever direction it waits.
     const short failed = POLLERR | POLLHUP;
     if ((direction & LIBNBD_AIO_DIRECTION_READ) && (fds[0].revents & (POLLIN | failed))) {
-      nbd_aio_notify_read(h);
+      Nbd().nbd_aio_notify_read(h);
     } else if ((direction & LIBNBD_AIO_DIRECTION_WRITE) && (fds[0].revents & (POLLOUT | failed))) {
-      nbd_aio_notify_write(h);
+      Nbd().nbd_aio_notify_write(h);
     }
   }
   return handle;

@@ -7,22 +7,20 @@
 
 #include <cerrno>
 
+#include "block/nbd/nbd_api.h"
 #include "block/nbd/nbd_own_queue.h"
 #include "block/nbd/nbd_shared_queue.h"
 #include "util/log.h"
+#include "util/status.h"
 
 namespace bexd::block {
 namespace {
 
-absl::Status Annotate(const absl::Status& status, std::string_view prefix) {
-  return absl::Status(status.code(), fmt::format("{}: {}", prefix, std::string(status.message())));
-}
-
 // Whether a connection nobody has used yet is still open: a server that went away meanwhile has
 // left it readable (end of file), since it has no reply to send.
 bool StillOpen(nbd_handle* handle) {
-  if (!nbd_aio_is_ready(handle)) return false;
-  struct pollfd socket = {nbd_aio_get_fd(handle), POLLIN, 0};
+  if (!Nbd().nbd_aio_is_ready(handle)) return false;
+  struct pollfd socket = {Nbd().nbd_aio_get_fd(handle), POLLIN, 0};
   return socket.fd >= 0 && poll(&socket, 1, 0) == 0;
 }
 
@@ -42,11 +40,15 @@ NbdNode::~NbdNode() = default;
 
 absl::StatusOr<std::shared_ptr<NbdNode>> NbdNode::Open(std::string node_name,
                                                        const NbdOptions& options, bool read_only) {
+  if (absl::Status loaded = LoadNbdApi(); !loaded.ok()) {
+    return util::AnnotateStatus(fmt::format("node '{}'", node_name), loaded);
+  }
   const std::string address = NbdAddress(options);
   absl::StatusOr<NbdHandle> handle = ConnectNbd(options, -1, kNbdConnectTimeout);
   if (!handle.ok()) {
-    return Annotate(handle.status(),
-                    fmt::format("node '{}': cannot connect to NBD server {}", node_name, address));
+    return util::AnnotateStatus(
+        fmt::format("node '{}': cannot connect to NBD server {}", node_name, address),
+        handle.status());
   }
   const NbdServerInfo info = ReadServerInfo(handle->get());
   if (info.read_only && !read_only) {
@@ -118,9 +120,10 @@ absl::StatusOr<std::unique_ptr<IoQueue>> NbdNode::CreateDriverQueue() {
   }
   absl::StatusOr<NbdHandle> handle = QueueConnection();
   if (!handle.ok()) {
-    return Annotate(handle.status(),
-                    fmt::format("node '{}': cannot connect to NBD server {} for a new queue",
-                                node_name(), NbdAddress(link_.options)));
+    return util::AnnotateStatus(
+        fmt::format("node '{}': cannot connect to NBD server {} for a new queue", node_name(),
+                    NbdAddress(link_.options)),
+        handle.status());
   }
   absl::StatusOr<std::unique_ptr<NbdConnection>> connection =
       NbdConnection::Create(link_, *std::move(handle), &NbdOwnQueue::OnFinished, nullptr);

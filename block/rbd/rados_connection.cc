@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "block/rbd/rbd_api.h"
 #include "block/rbd/secret_store.h"
 
 namespace bexd::block {
@@ -52,7 +53,7 @@ bool LooksLikeBase64Key(const std::string& secret) {
 // Seconds in a time option, as rados_conf_get prints it; -1 if unreadable.
 double ConfSeconds(rados_t cluster, const char* option) {
   char value[64];
-  if (rados_conf_get(cluster, option, value, sizeof(value)) != 0) return -1;
+  if (Rbd().rados_conf_get(cluster, option, value, sizeof(value)) != 0) return -1;
   char* end = nullptr;
   double seconds = std::strtod(value, &end);
   return end == value ? -1 : seconds;
@@ -75,20 +76,20 @@ absl::StatusOr<std::unique_ptr<RadosConnection>> RadosConnection::Connect(
   }
 
   std::unique_ptr<RadosConnection> connection(new RadosConnection());
-  int r = rados_create(&connection->cluster_, options.user ? options.user->c_str() : nullptr);
+  int r = Rbd().rados_create(&connection->cluster_, options.user ? options.user->c_str() : nullptr);
   if (r < 0) {
     connection->cluster_ = nullptr;
     return Failed(-r, node_name, "cannot create a Ceph client");
   }
   rados_t cluster = connection->cluster_;
   // As QEMU: without conf, Ceph's default files if there are any.
-  r = rados_conf_read_file(cluster, options.conf ? options.conf->c_str() : nullptr);
+  r = Rbd().rados_conf_read_file(cluster, options.conf ? options.conf->c_str() : nullptr);
   if (r < 0 && options.conf) {
     return Failed(-r, node_name,
                   fmt::format("cannot read the Ceph configuration '{}'", *options.conf));
   }
   auto set = [&](const char* option, const std::string& value) -> absl::Status {
-    int error = rados_conf_set(cluster, option, value.c_str());
+    int error = Rbd().rados_conf_set(cluster, option, value.c_str());
     if (error < 0)
       return Failed(-error, node_name, fmt::format("cannot set Ceph option {}", option));
     return absl::OkStatus();
@@ -114,7 +115,7 @@ absl::StatusOr<std::unique_ptr<RadosConnection>> RadosConnection::Connect(
   }
   if (!status.ok()) return status;
 
-  r = rados_connect(cluster);
+  r = Rbd().rados_connect(cluster);
   if (r < 0) {
     std::string what = "cannot connect to the Ceph cluster";
     if ((r == -EACCES || r == -EPERM || r == -EINVAL) && key_looks_encoded) {
@@ -127,7 +128,7 @@ absl::StatusOr<std::unique_ptr<RadosConnection>> RadosConnection::Connect(
     }
     return Failed(-r, node_name, what);
   }
-  r = rados_ioctx_create(cluster, options.pool.c_str(), &connection->ioctx_);
+  r = Rbd().rados_ioctx_create(cluster, options.pool.c_str(), &connection->ioctx_);
   if (r < 0) {
     connection->ioctx_ = nullptr;
     if (r == -ENOENT) {
@@ -138,7 +139,7 @@ absl::StatusOr<std::unique_ptr<RadosConnection>> RadosConnection::Connect(
   }
   if (!options.name_space.empty()) {
     bool exists = false;
-    r = rbd_namespace_exists(connection->ioctx_, options.name_space.c_str(), &exists);
+    r = Rbd().rbd_namespace_exists(connection->ioctx_, options.name_space.c_str(), &exists);
     if (r < 0) {
       return Failed(-r, node_name,
                     fmt::format("cannot look up namespace '{}' in pool '{}'", options.name_space,
@@ -149,14 +150,14 @@ absl::StatusOr<std::unique_ptr<RadosConnection>> RadosConnection::Connect(
           fmt::format("node '{}': namespace '{}' does not exist in pool '{}'", node_name,
                       options.name_space, options.pool));
     }
-    rados_ioctx_set_namespace(connection->ioctx_, options.name_space.c_str());
+    Rbd().rados_ioctx_set_namespace(connection->ioctx_, options.name_space.c_str());
   }
   return connection;
 }
 
 RadosConnection::~RadosConnection() {
-  if (ioctx_ != nullptr) rados_ioctx_destroy(ioctx_);
-  if (cluster_ != nullptr) rados_shutdown(cluster_);
+  if (ioctx_ != nullptr) Rbd().rados_ioctx_destroy(ioctx_);
+  if (cluster_ != nullptr) Rbd().rados_shutdown(cluster_);
 }
 
 }  // namespace bexd::block

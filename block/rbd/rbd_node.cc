@@ -7,8 +7,10 @@
 #include <cstring>
 #include <vector>
 
+#include "block/rbd/rbd_api.h"
 #include "block/rbd/rbd_queue.h"
 #include "util/log.h"
+#include "util/status.h"
 
 namespace bexd::block {
 namespace {
@@ -19,7 +21,7 @@ absl::StatusOr<std::vector<std::string>> LockOwners(rbd_image_t image) {
   for (;;) {
     size_t count = owners.size();
     rbd_lock_mode_t mode;
-    int r = rbd_lock_get_owners(image, &mode, owners.data(), &count);
+    int r = Rbd().rbd_lock_get_owners(image, &mode, owners.data(), &count);
     if (r == -ENOENT) return std::vector<std::string>();
     if (r == -ERANGE) {
       owners.resize(count);
@@ -27,7 +29,7 @@ absl::StatusOr<std::vector<std::string>> LockOwners(rbd_image_t image) {
     }
     if (r < 0) return absl::ErrnoToStatus(-r, "cannot list the image's lock owners");
     std::vector<std::string> addresses(owners.begin(), owners.begin() + count);
-    rbd_lock_get_owners_cleanup(owners.data(), count);
+    Rbd().rbd_lock_get_owners_cleanup(owners.data(), count);
     return addresses;
   }
 }
@@ -37,7 +39,7 @@ absl::StatusOr<bool> IsWatching(rbd_image_t image, const std::string& address) {
   std::vector<rbd_image_watcher_t> watchers(8);
   for (;;) {
     size_t count = watchers.size();
-    int r = rbd_watchers_list(image, watchers.data(), &count);
+    int r = Rbd().rbd_watchers_list(image, watchers.data(), &count);
     if (r == -ERANGE) {
       watchers.resize(count);
       continue;
@@ -45,7 +47,7 @@ absl::StatusOr<bool> IsWatching(rbd_image_t image, const std::string& address) {
     if (r < 0) return absl::ErrnoToStatus(-r, "cannot list the image's watchers");
     bool found = false;
     for (size_t i = 0; i < count; ++i) found = found || address == watchers[i].addr;
-    rbd_watchers_list_cleanup(watchers.data(), count);
+    Rbd().rbd_watchers_list_cleanup(watchers.data(), count);
     return found;
   }
 }
@@ -57,6 +59,9 @@ absl::StatusOr<std::shared_ptr<RbdNode>> RbdNode::Open(std::string node_name,
   if (options.snapshot && !read_only) {
     return absl::InvalidArgumentError(
         fmt::format("node '{}': rbd snapshots are read-only (give read-only=on)", node_name));
+  }
+  if (absl::Status loaded = LoadRbdApi(); !loaded.ok()) {
+    return util::AnnotateStatus(fmt::format("node '{}'", node_name), loaded);
   }
   std::shared_ptr<RbdNode> node(new RbdNode(std::move(node_name), options, read_only));
   absl::StatusOr<std::unique_ptr<RadosConnection>> connection =
@@ -72,8 +77,9 @@ absl::StatusOr<std::shared_ptr<RbdNode>> RbdNode::Open(std::string node_name,
 absl::Status RbdNode::OpenImage() {
   const char* snapshot = options_.snapshot ? options_.snapshot->c_str() : nullptr;
   int r = read_only_
-              ? rbd_open_read_only(connection_->ioctx(), options_.image.c_str(), &image_, snapshot)
-              : rbd_open(connection_->ioctx(), options_.image.c_str(), &image_, snapshot);
+              ? Rbd().rbd_open_read_only(connection_->ioctx(), options_.image.c_str(), &image_,
+                                         snapshot)
+              : Rbd().rbd_open(connection_->ioctx(), options_.image.c_str(), &image_, snapshot);
   if (r < 0) {
     image_ = nullptr;
     if (r == -ENOENT) {
@@ -87,14 +93,14 @@ absl::Status RbdNode::OpenImage() {
         -r, fmt::format("node '{}': cannot open image '{}'", node_name(), ImageName()));
   }
   uint64_t size = 0;
-  r = rbd_get_size(image_, &size);
+  r = Rbd().rbd_get_size(image_, &size);
   if (r < 0) {
     return absl::ErrnoToStatus(
         -r, fmt::format("node '{}': cannot read the size of image '{}'", node_name(), ImageName()));
   }
   size_.store(size, std::memory_order_relaxed);
   uint64_t handle = 0;
-  r = rbd_update_watch(image_, &handle, &RbdNode::OnImageUpdate, this);
+  r = Rbd().rbd_update_watch(image_, &handle, &RbdNode::OnImageUpdate, this);
   if (r < 0) {
     return absl::ErrnoToStatus(-r, fmt::format("node '{}': cannot watch image '{}' for changes",
                                                node_name(), ImageName()));
@@ -106,7 +112,8 @@ absl::Status RbdNode::OpenImage() {
 void RbdNode::OnImageUpdate(void* arg) {
   auto* node = static_cast<RbdNode*>(arg);
   uint64_t size = 0;
-  if (rbd_get_size(node->image_, &size) == 0) node->size_.store(size, std::memory_order_relaxed);
+  if (Rbd().rbd_get_size(node->image_, &size) == 0)
+    node->size_.store(size, std::memory_order_relaxed);
 }
 
 Capabilities RbdNode::capabilities() const {
@@ -124,7 +131,7 @@ absl::Status RbdNode::TakeExclusiveLock() {
                                                    ImageName(), std::string(status.message())));
   };
   uint64_t features = 0;
-  int r = rbd_get_features(image_, &features);
+  int r = Rbd().rbd_get_features(image_, &features);
   if (r < 0) return failed(absl::ErrnoToStatus(-r, "cannot read the image's features"));
   if (!(features & RBD_FEATURE_EXCLUSIVE_LOCK)) {
     log::Warn(
@@ -149,7 +156,7 @@ absl::Status RbdNode::TakeExclusiveLock() {
           owner)));
     }
   }
-  r = rbd_lock_acquire(image_, RBD_LOCK_MODE_EXCLUSIVE);
+  r = Rbd().rbd_lock_acquire(image_, RBD_LOCK_MODE_EXCLUSIVE);
   if (r == -EROFS) {
     return failed(absl::FailedPreconditionError(
         "locked for writing by another client that keeps its lock; open it with read-only=on, or "
@@ -166,8 +173,8 @@ absl::Status RbdNode::TakeExclusiveLock() {
 RbdNode::~RbdNode() {
   if (image_ == nullptr) return;
   // Waits for a callback that is running; none starts afterwards.
-  if (update_watch_) rbd_update_unwatch(image_, *update_watch_);
-  int r = rbd_close(image_);
+  if (update_watch_) Rbd().rbd_update_unwatch(image_, *update_watch_);
+  int r = Rbd().rbd_close(image_);
   if (r < 0) {
     log::Error("node '{}': closing image '{}' failed: {}", node_name(), ImageName(),
                std::strerror(-r));
@@ -179,7 +186,7 @@ absl::Status RbdNode::Truncate(uint64_t new_size) {
     return absl::FailedPreconditionError(
         fmt::format("node '{}': cannot resize: the node is read-only", node_name()));
   }
-  int r = rbd_resize(image_, new_size);
+  int r = Rbd().rbd_resize(image_, new_size);
   if (r < 0) {
     return absl::ErrnoToStatus(-r, fmt::format("node '{}': cannot resize image '{}' to {} bytes",
                                                node_name(), ImageName(), new_size));

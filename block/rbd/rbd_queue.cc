@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "block/iov_util.h"
+#include "block/rbd/rbd_api.h"
 #include "block/request_check.h"
 #include "util/rate_limit.h"
 
@@ -137,7 +138,7 @@ void RbdQueue::Submit(IoRequest* request) {
 bool RbdQueue::StartLibrbd(IoRequest* request) {
   RbdState* state = State(request);
   rbd_completion_t completion;
-  int r = rbd_aio_create_completion(request, &RbdQueue::OnComplete, &completion);
+  int r = Rbd().rbd_aio_create_completion(request, &RbdQueue::OnComplete, &completion);
   if (r < 0) {
     state->result = r;
     return false;
@@ -146,24 +147,24 @@ bool RbdQueue::StartLibrbd(IoRequest* request) {
   rbd_image_t image = node_->image();
   switch (request->op) {
     case IoOp::kRead:
-      r = rbd_aio_readv(image, request->iov, request->iovcnt, request->offset, completion);
+      r = Rbd().rbd_aio_readv(image, request->iov, request->iovcnt, request->offset, completion);
       break;
     case IoOp::kWrite:
-      r = rbd_aio_writev(image, request->iov, request->iovcnt, request->offset, completion);
+      r = Rbd().rbd_aio_writev(image, request->iov, request->iovcnt, request->offset, completion);
       break;
     case IoOp::kFlush:
-      r = rbd_aio_flush(image, completion);
+      r = Rbd().rbd_aio_flush(image, completion);
       break;
     case IoOp::kDiscard:
-      r = rbd_aio_discard(image, request->offset, request->length, completion);
+      r = Rbd().rbd_aio_discard(image, request->offset, request->length, completion);
       break;
     case IoOp::kWriteZeroes: {
       // As QEMU: unless the client allows unmapping (and discard=unmap passes that on), the
       // range stays allocated.
       const bool may_unmap =
           (request->flags & kIoMayUnmap) && node_->options().discard == DiscardMode::kUnmap;
-      r = rbd_aio_write_zeroes(image, request->offset, request->length, completion,
-                               may_unmap ? 0 : RBD_WRITE_ZEROES_FLAG_THICK_PROVISION, 0);
+      r = Rbd().rbd_aio_write_zeroes(image, request->offset, request->length, completion,
+                                     may_unmap ? 0 : RBD_WRITE_ZEROES_FLAG_THICK_PROVISION, 0);
       break;
     }
     default:
@@ -171,7 +172,7 @@ bool RbdQueue::StartLibrbd(IoRequest* request) {
       break;
   }
   if (r < 0) {
-    rbd_aio_release(completion);
+    Rbd().rbd_aio_release(completion);
     in_librbd_.fetch_sub(1, std::memory_order_relaxed);
     state->result = r;
     return false;
@@ -183,8 +184,8 @@ void RbdQueue::OnComplete(rbd_completion_t completion, void* arg) {
   auto* request = static_cast<IoRequest*>(arg);
   RbdState* state = State(request);
   RbdQueue* queue = state->queue;
-  state->result = rbd_aio_get_return_value(completion);
-  rbd_aio_release(completion);
+  state->result = Rbd().rbd_aio_get_return_value(completion);
+  Rbd().rbd_aio_release(completion);
   // From here on the request belongs to the queue thread again.
   if (queue->finished_.Push(request)) {
     // Poll() drains the eventfd before taking the stack, so one write per empty-to-non-empty
