@@ -32,10 +32,6 @@ nbd_completion_callback Completion(IoRequest* request, int (*callback)(void*, in
   return nbd_completion_callback{.callback = callback, .user_data = request, .free = nullptr};
 }
 
-bool Ended(nbd_handle* handle) {
-  return Nbd().nbd_aio_is_dead(handle) || Nbd().nbd_aio_is_closed(handle);
-}
-
 void Drain(int fd) {
   uint64_t value;
   [[maybe_unused]] ssize_t n = read(fd, &value, sizeof(value));
@@ -262,12 +258,12 @@ void NbdConnection::Send(IoRequest* request, Command command) {
   ++state->commands;
   if (command() >= 0) {
     // Queued even if the send found the connection dead; libnbd's error then says why.
-    if (lost_reason_.empty() && Ended(handle_.get())) NoteLostReason();
+    if (lost_reason_.empty() && NbdHandleEnded(handle_.get())) NoteLostReason();
     return;
   }
   // Refused before it was queued, so its callback never runs.
   --state->commands;
-  if (Ended(handle_.get())) {
+  if (NbdHandleEnded(handle_.get())) {
     state->lost = true;
   } else if (state->error == 0) {
     const int error = Nbd().nbd_get_errno();
@@ -371,7 +367,7 @@ bool NbdConnection::HandleEvents() {
             Nbd().nbd_aio_notify_read(handle_.get()) == -1) {
           NoteLostReason();
         }
-        if ((ready & EPOLLOUT) && !Ended(handle_.get()) &&
+        if ((ready & EPOLLOUT) && !NbdHandleEnded(handle_.get()) &&
             Nbd().nbd_aio_notify_write(handle_.get()) == -1) {
           NoteLostReason();
         }
@@ -390,7 +386,7 @@ bool NbdConnection::HandleEvents() {
 }
 
 void NbdConnection::Settle() {
-  if (handle_ != nullptr && Ended(handle_.get())) LoseConnection();
+  if (handle_ != nullptr && NbdHandleEnded(handle_.get())) LoseConnection();
   while (IoRequest* request = completed_.PopFront()) {
     NbdRequestState* state = StateOf(request);
     const bool flush_lost = state->flush_after && state->error == 0 && state_ != State::kConnected;

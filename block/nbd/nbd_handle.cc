@@ -18,11 +18,11 @@ std::string LastError(std::string_view fallback) {
   return error != nullptr && *error != '\0' ? std::string(error) : std::string(fallback);
 }
 
-bool Ended(nbd_handle* handle) {
+}  // namespace
+
+bool NbdHandleEnded(nbd_handle* handle) {
   return Nbd().nbd_aio_is_dead(handle) || Nbd().nbd_aio_is_closed(handle);
 }
-
-}  // namespace
 
 void NbdHandleCloser::operator()(nbd_handle* handle) const {
   if (Nbd().nbd_aio_is_ready(handle) || Nbd().nbd_aio_is_processing(handle))
@@ -86,7 +86,7 @@ absl::StatusOr<NbdHandle> ConnectNbd(const NbdOptions& options, int cancel_fd,
 
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!Nbd().nbd_aio_is_ready(h)) {
-    if (Ended(h)) {
+    if (NbdHandleEnded(h)) {
       return absl::UnavailableError(LastError("the server closed the connection in the handshake"));
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

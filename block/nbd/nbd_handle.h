@@ -39,6 +39,9 @@ struct NbdServerInfo {
 
 NbdServerInfo ReadServerInfo(nbd_handle* handle);
 
+// Whether the connection is gone: dead (an error) or closed (by either side).
+bool NbdHandleEnded(nbd_handle* handle);
+
 // How bexd names the server in messages: "host:port" or "unix:path".
 std::string NbdAddress(const NbdOptions& options);
 // QEMU's pseudo-filename of the export (query-named-block-nodes' "file"):
