@@ -108,7 +108,10 @@ absl::Status FuseRingTransport::Attach(QueueThread& thread) {
 
 absl::Status FuseRingTransport::Register() {
   for (uint32_t entry = 0; entry < depth_; ++entry) {
-    PrepareCommand(entry, fuse::abi::FUSE_IO_URING_CMD_REGISTER);
+    if (!PrepareCommand(entry, fuse::abi::FUSE_IO_URING_CMD_REGISTER)) {
+      return absl::InternalError(fmt::format(
+          "the submission ring of FUSE queue {} has no room for entry {}", queue_, entry));
+    }
   }
   const int submitted = io_uring_submit(&ring_);
   if (submitted < 0) {
@@ -128,8 +131,9 @@ absl::Status FuseRingTransport::Register() {
   return absl::OkStatus();
 }
 
-void FuseRingTransport::PrepareCommand(uint32_t entry, uint32_t command) {
+bool FuseRingTransport::PrepareCommand(uint32_t entry, uint32_t command) {
   struct io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe == nullptr) return false;
   // 128 bytes with IORING_SETUP_SQE128: the command area follows the classic 64.
   std::memset(sqe, 0, 2 * sizeof(*sqe));
   sqe->opcode = IORING_OP_URING_CMD;
@@ -145,6 +149,7 @@ void FuseRingTransport::PrepareCommand(uint32_t entry, uint32_t command) {
   request.qid = queue_;
   std::memcpy(sqe->cmd, &request, sizeof(request));
   ++unsubmitted_;
+  return true;
 }
 
 bool FuseRingTransport::Submit() {
@@ -256,7 +261,10 @@ void FuseRingTransport::Reply(uint32_t slot, int64_t result) {
   }
   buffers_.header(entry).ring_ent_in_out.payload_sz =
       static_cast<uint32_t>(result - static_cast<int64_t>(kOutHeaderBytes));
-  PrepareCommand(entry, fuse::abi::FUSE_IO_URING_CMD_COMMIT_AND_FETCH);
+  if (!PrepareCommand(entry, fuse::abi::FUSE_IO_URING_CMD_COMMIT_AND_FETCH)) {
+    log::Error("{}: no room in the submission ring to answer entry {}", thread_->label(), entry);
+    thread_->EndServing(/*failed=*/true);
+  }
 }
 
 void FuseRingTransport::Flush() {

@@ -63,8 +63,9 @@ class FuseRingTransport final : public QueueTransport {
   FuseRingTransport(uint16_t queue, uint32_t depth, int device, RingBuffers buffers,
                     ExitFn on_exit);
   absl::Status Register();
-  // Fills an SQE for `entry`'s command; the SQ ring has room for one per entry.
-  void PrepareCommand(uint32_t entry, uint32_t command);
+  // Fills an SQE for `entry`'s command. The SQ ring has room for one per entry and an entry has
+  // one command at a time, so false (no room) means that rule was broken.
+  bool PrepareCommand(uint32_t entry, uint32_t command);
   // Hands prepared commands to the kernel; false if the ring failed.
   bool Submit();
   // Takes the completions there are while slots are free. False once the ring has ended.
