@@ -75,6 +75,9 @@ struct Capabilities {
   // Truncate() can change the size. False: it always fails, so users refuse size changes up
   // front.
   bool resize = true;
+  // Truncate() takes only multiples of this (qcow2 keeps QEMU's rule of whole 512-byte sectors);
+  // a write that grows the node grows it to the next multiple.
+  uint32_t size_alignment = 1;
 };
 
 struct HostFile {

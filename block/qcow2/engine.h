@@ -93,11 +93,12 @@ class Engine {
   struct Decrease {
     uint64_t first_cluster = 0;
     uint64_t count = 0;
-    bool discard = false;  // pass the freed clusters on to the file child (discard=unmap)
+    bool discard = false;  // pass the freed clusters on to the file child (discard=unmap, shrink)
   };
   struct GraceBatch {
     explicit GraceBatch(GraceDomain* domain) : period(domain) {}
     GraceDomain::Period period;
+    uint64_t sequence = 0;  // batches are queued in this order
     std::vector<Decrease> decreases;
   };
   // What a write takes its bytes from: the request's iovec from `position`, or zeroes.
@@ -106,7 +107,8 @@ class Engine {
     int iovcnt = 0;
     uint64_t position = 0;
   };
-  enum class Change { kDiscard, kZero, kZeroUnmap };
+  // kDrop: entries past a shrunk end go, whatever a backing file holds there.
+  enum class Change { kDiscard, kZero, kZeroUnmap, kDrop };
 
   Engine(ImageState* image, const Config& config, Loaded loaded);
 
@@ -152,7 +154,7 @@ class Engine {
   Task<int> FreeNow(uint64_t first_cluster, uint64_t count);
   // Drops one reference to `cluster`; *now is the refcount left.
   Task<int> ChangeRefcount(uint64_t cluster, bool free_metadata, uint64_t* now);
-  Task<void> ApplyDecreases(std::vector<Decrease> decreases);
+  Task<void> ApplyDecreases(uint64_t batch, std::vector<Decrease> decreases);
   void CheckGracePeriods();
   Task<int> WriteDirtyRefblocks();
   Task<int> WriteDirtyRefblocksLocked();
@@ -165,9 +167,12 @@ class Engine {
   uint64_t IncompatibleOnDisk() const;
   Task<int> WriteHeaderField(uint32_t offset, const void* bytes, uint32_t length);
   Task<absl::Status> CloseTask();
+  // Waits until the refcounts of every batch queued so far went down.
   Task<int> WaitDecreasesApplied();
   // The end of the last cluster with a refcount (UINT64_MAX if it cannot tell).
   Task<uint64_t> ImageEnd();
+  // Cuts the file after the last cluster with a refcount, but not below `at_least`.
+  Task<void> TrimFile(uint64_t at_least);
 
   // ---- engine_write.cc: writes that allocate.
   Task<int> WriteRange(uint64_t offset, uint64_t length, Source source, bool fua);
@@ -192,7 +197,7 @@ class Engine {
 
   // ---- engine_resize.cc
   Task<absl::Status> ResizeTask(uint64_t new_size);
-  Task<absl::Status> CheckUnallocatedFrom(uint64_t offset, uint64_t old_size);
+  Task<absl::Status> ShrinkTask(uint64_t new_size, uint64_t old_size);
   Task<int> ZeroPartialCluster(uint64_t offset, uint64_t length);
   AsyncMutex resize_mutex_{&scheduler_};
 
@@ -242,7 +247,8 @@ class Engine {
   bool file_grown_ = false;
   std::vector<Decrease> decreases_;  // not durable yet
   std::deque<std::unique_ptr<GraceBatch>> grace_batches_;
-  uint32_t applying_ = 0;
+  uint64_t next_batch_ = 0;
+  std::set<uint64_t> applying_;  // batches past their grace period, refcounts going down
   WaitList decreases_applied_;
 
   // Writeback.

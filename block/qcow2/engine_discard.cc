@@ -86,7 +86,7 @@ Task<int> Engine::ChangeClusters(uint64_t start, uint64_t end, Change change) {
     uint64_t l1_entry = tables.l1_entry(l1_index);
     // Without a table nothing is allocated; the clusters need zero flags only to hide a backing
     // file (version 3).
-    bool hide_backing = has_backing && image_->version >= 3;
+    bool hide_backing = has_backing && image_->version >= 3 && change != Change::kDrop;
     if ((l1_entry & kOffsetMask) == 0 && !(l1_entry & kOflagZero) && !hide_backing) {
       position = span_end;
       continue;
@@ -126,11 +126,17 @@ Task<int> Engine::ChangeClusters(uint64_t start, uint64_t end, Change change) {
           break;
         case Change::kZeroUnmap:
           break;
+        case Change::kDrop:
+          replacement = 0;
+          break;
       }
       if (replacement == old) continue;
       tables.set_entry(static_cast<uint32_t>(slab), l2, replacement);
       tables.slab(static_cast<uint32_t>(slab)).dirty = true;
-      if (!keep) RecordFree(old, pass_discard && change != Change::kZero);
+      // Space a shrink gave up goes back to the file child whatever discard= says, as QEMU does.
+      if (!keep) {
+        RecordFree(old, change == Change::kDrop || (pass_discard && change != Change::kZero));
+      }
     }
     ReleaseTable(slab);
     if (result < 0) co_return result;

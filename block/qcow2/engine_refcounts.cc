@@ -337,13 +337,11 @@ Task<int> Engine::FreeNow(uint64_t first_cluster, uint64_t count) {
   co_return 0;
 }
 
-Task<void> Engine::ApplyDecreases(std::vector<Decrease> decreases) {
-  ++applying_;
-  const bool unmap = image_->discard == DiscardMode::kUnmap;
+Task<void> Engine::ApplyDecreases(uint64_t batch, std::vector<Decrease> decreases) {
   for (const Decrease& decrease : decreases) {
     for (uint64_t i = 0; i < decrease.count; ++i) {
       uint64_t cluster = decrease.first_cluster + i;
-      if (decrease.discard && unmap) {
+      if (decrease.discard) {
         // Pass the discard on only for a cluster this frees, and before it can be reused.
         RefcountCache::Block* block;
         int result = co_await AcquireBlock(cluster >> g_.refblock_bits, &block);
@@ -357,16 +355,18 @@ Task<void> Engine::ApplyDecreases(std::vector<Decrease> decreases) {
       if (co_await ChangeRefcount(cluster, true, &now) < 0) break;
     }
   }
-  if (--applying_ == 0 && grace_batches_.empty()) decreases_applied_.WakeAll();
+  applying_.erase(batch);
+  decreases_applied_.WakeAll();
 }
 
 void Engine::CheckGracePeriods() {
   while (!grace_batches_.empty() && grace_batches_.front()->period.Done()) {
+    uint64_t batch = grace_batches_.front()->sequence;
     std::vector<Decrease> decreases = std::move(grace_batches_.front()->decreases);
     grace_batches_.pop_front();
-    Spawn(ApplyDecreases(std::move(decreases)));
+    applying_.insert(batch);
+    Spawn(ApplyDecreases(batch, std::move(decreases)));
   }
-  if (grace_batches_.empty() && applying_ == 0) decreases_applied_.WakeAll();
 }
 
 }  // namespace bexd::block::qcow2

@@ -9,39 +9,41 @@
 
 namespace bexd::block::qcow2 {
 
-Task<absl::Status> Engine::CheckUnallocatedFrom(uint64_t offset, uint64_t old_size) {
-  // Shrinking must not lose data: every cluster from the first one wholly cut off must be
-  // unallocated (QEMU refuses likewise rather than lose data silently).
-  uint64_t first = g_.cluster_floor(offset + g_.cluster_size - 1);
-  for (uint64_t position = first; position < old_size;) {
-    uint64_t l1_index = g_.l1_index(position);
-    uint64_t table_end = (l1_index + 1) << (g_.cluster_bits + g_.l2_bits);
-    uint64_t end = std::min(old_size, table_end);
-    int64_t slab = co_await AcquireTable(l1_index);
-    if (slab == -ENOENT) {
-      position = end;
-      continue;
-    }
-    if (slab < 0) {
-      co_return absl::ErrnoToStatus(static_cast<int>(-slab),
-                                    fmt::format("node '{}': cannot read the L2 table for guest "
-                                                "offset {}",
-                                                image_->node_name, position));
-    }
-    for (; position < end; position += g_.cluster_size) {
-      uint64_t entry = image_->tables->entry(static_cast<uint32_t>(slab), g_.l2_index(position));
-      Mapping mapping = ClassifyEntry(g_, entry);
-      if (mapping.kind != ClusterKind::kUnallocated &&
-          !(mapping.kind == ClusterKind::kZero && mapping.host == 0)) {
-        ReleaseTable(slab);
-        co_return absl::FailedPreconditionError(fmt::format(
-            "node '{}': cannot shrink the image to {} bytes: guest offset {} is allocated (discard "
-            "it first)",
-            image_->node_name, offset, position));
-      }
-    }
-    ReleaseTable(slab);
+Task<absl::Status> Engine::ShrinkTask(uint64_t new_size, uint64_t old_size) {
+  // Every cluster from the first one wholly cut off is freed, its entry cleared so that no backing
+  // file shows through if the image grows again, and the rest of the last cluster is zeroed (QEMU
+  // grows without clearing it); then the header takes the new size. A crash in between leaves the
+  // old size with zeroes past the new end, never a smaller size whose clusters still hold the
+  // cut-off data for a later grow to bring back.
+  const std::string& name = image_->node_name;
+  uint64_t first = g_.cluster_floor(new_size + g_.cluster_size - 1);
+  uint64_t end = g_.cluster_floor(old_size + g_.cluster_size - 1);
+  // New requests past the new end fail from here on; ChangeClusters waits for allocations under
+  // way there.
+  image_->size.store(new_size, std::memory_order_release);
+  int result = first > new_size ? co_await ZeroPartialCluster(new_size, first - new_size) : 0;
+  if (result == 0 && first < end) result = co_await ChangeClusters(first, end, Change::kDrop);
+  if (result == 0) result = co_await Flush();
+  if (result < 0) {
+    // What was dropped reads as zeroes; the old size would serve that as if it were data.
+    co_return absl::ErrnoToStatus(-result, fmt::format("node '{}': cannot free the clusters past "
+                                                       "{} bytes; the image stays {} bytes on "
+                                                       "disk until a resize succeeds",
+                                                       name, new_size, old_size));
   }
+  uint8_t bytes[8];
+  StoreBe64(bytes, new_size);
+  result = co_await WriteHeaderField(field::kSize, bytes, sizeof(bytes));
+  if (result == 0) result = co_await io_->Flush();
+  if (result < 0) {
+    co_return absl::ErrnoToStatus(-result, fmt::format("node '{}': cannot write the new size "
+                                                       "to the header",
+                                                       name));
+  }
+  header_.size = new_size;
+  // As QEMU: the file gives the space back even where the file child ignores discards, once the
+  // refcounts the shrink dropped are durable.
+  if (co_await WaitDecreasesApplied() == 0 && co_await Flush() == 0) co_await TrimFile(0);
   co_return absl::OkStatus();
 }
 
@@ -57,40 +59,28 @@ Task<absl::Status> Engine::ResizeTask(uint64_t new_size) {
     co_return absl::DataLossError(fmt::format("node '{}': cannot resize a corrupt image", name));
   }
   if (new_size > static_cast<uint64_t>(INT64_MAX)) {
+    co_return absl::OutOfRangeError(fmt::format("node '{}': size {} is too large", name, new_size));
+  }
+  if (new_size % kSizeAlignment != 0) {
     co_return absl::InvalidArgumentError(
-        fmt::format("node '{}': size {} is too large", name, new_size));
+        fmt::format("node '{}': the new size must be a multiple of {} ({} was asked)", name,
+                    kSizeAlignment, new_size));
   }
   uint64_t old_size = image_->size.load(std::memory_order_acquire);
   if (new_size == old_size) co_return absl::OkStatus();
-  uint8_t bytes[8];
-  StoreBe64(bytes, new_size);
   if (new_size < old_size) {
     if (!snapshots_.empty()) {
       co_return absl::FailedPreconditionError(
           fmt::format("node '{}': cannot shrink an image with internal snapshots", name));
     }
-    // New requests past the new end fail from here on; then make sure nothing is lost.
-    image_->size.store(new_size, std::memory_order_release);
-    absl::Status status = co_await CheckUnallocatedFrom(new_size, old_size);
-    if (!status.ok()) {
-      image_->size.store(old_size, std::memory_order_release);
-      co_return status;
-    }
-    int result = co_await WriteHeaderField(field::kSize, bytes, sizeof(bytes));
-    if (result == 0) result = co_await io_->Flush();
-    if (result < 0) {
-      image_->size.store(old_size, std::memory_order_release);
-      co_return absl::ErrnoToStatus(-result, fmt::format("node '{}': cannot write the new size "
-                                                         "to the header",
-                                                         name));
-    }
-    header_.size = new_size;
-    co_return absl::OkStatus();
+    co_return co_await ShrinkTask(new_size, old_size);
   }
 
+  uint8_t bytes[8];
+  StoreBe64(bytes, new_size);
   uint64_t needed = g_.l1_entries_for(new_size);
   if (needed > kMaxL1Bytes / sizeof(uint64_t)) {
-    co_return absl::InvalidArgumentError(fmt::format(
+    co_return absl::OutOfRangeError(fmt::format(
         "node '{}': {} bytes is too large for {}-byte clusters", name, new_size, g_.cluster_size));
   }
   int result = 0;

@@ -3,6 +3,7 @@
 // flushes, the header's dirty bit, and closing.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -125,6 +126,7 @@ Task<int> Engine::RunCycle() {
     if (result == 0) {
       auto batch = std::make_unique<GraceBatch>(&image_->grace);
       batch->decreases = std::move(decreases);
+      batch->sequence = next_batch_++;
       grace_batches_.push_back(std::move(batch));
     }
   }
@@ -164,7 +166,13 @@ Task<int> Engine::Flush() {
 }
 
 Task<int> Engine::WaitDecreasesApplied() {
-  while (!grace_batches_.empty() || applying_ > 0) co_await decreases_applied_.Wait();
+  // Only the batches queued so far: under discards that never stop, new batches keep coming.
+  const uint64_t end = next_batch_;
+  auto pending = [&] {
+    return (!grace_batches_.empty() && grace_batches_.front()->sequence < end) ||
+           (!applying_.empty() && *applying_.begin() < end);
+  };
+  while (pending()) co_await decreases_applied_.Wait();
   co_return 0;
 }
 
@@ -180,6 +188,24 @@ Task<uint64_t> Engine::ImageEnd() {
     }
   }
   co_return UINT64_MAX;
+}
+
+Task<void> Engine::TrimFile(uint64_t at_least) {
+  if (!image_->file->capabilities().resize) co_return;
+  // No allocation may run meanwhile: it could take a cluster past the end found here.
+  co_await alloc_mutex_.Lock();
+  AsyncLockGuard guard(alloc_mutex_);
+  uint64_t end = std::max(co_await ImageEnd(), at_least);
+  if (end == UINT64_MAX || end >= image_->file->size()) co_return;
+  absl::Status status = image_->file->Truncate(end);
+  if (!status.ok()) {
+    log::Warn("node '{}': cannot trim the image file: {}", image_->node_name,
+              std::string(status.message()));
+    co_return;
+  }
+  // Past the new end of the file, clusters read as zeroes again.
+  zero_from_ = std::min(zero_from_, g_.clusters_for(end));
+  file_size_at_open_ = std::min(file_size_at_open_, end);
 }
 
 Task<absl::Status> Engine::CloseTask() {
@@ -201,18 +227,8 @@ Task<absl::Status> Engine::CloseTask() {
     result = co_await io_->Write(field::kIncompatibleFeatures, bytes, sizeof(bytes));
     if (result == 0) result = co_await io_->Flush();
   }
-  if (result == 0 && file_grown_) {
-    // Give back what the file grew ahead of allocation.
-    uint64_t end = co_await ImageEnd();
-    if (end < file_size_at_open_) end = file_size_at_open_;
-    if (end < image_->file->size()) {
-      absl::Status status = image_->file->Truncate(end);
-      if (!status.ok()) {
-        log::Warn("node '{}': cannot trim the image file: {}", image_->node_name,
-                  std::string(status.message()));
-      }
-    }
-  }
+  // Give back what the file grew ahead of allocation.
+  if (result == 0 && file_grown_) co_await TrimFile(file_size_at_open_);
   if (result < 0) {
     co_return absl::ErrnoToStatus(-result, fmt::format("node '{}': cannot write the image's "
                                                        "metadata back",

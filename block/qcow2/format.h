@@ -55,6 +55,9 @@ constexpr uint32_t kMaxBackingNameLength = 1023;
 // Host offsets in L1/L2 entries have 56 bits.
 constexpr uint64_t kMaxHostOffset = (uint64_t{1} << 56) - 1;
 constexpr uint64_t kCompressedSectorSize = 512;
+// QEMU keeps a qcow2 image's virtual size in whole sectors: it rounds any other size in a header
+// down, so bexd never writes one.
+constexpr uint32_t kSizeAlignment = 512;
 
 // Header field offsets.
 namespace field {

@@ -144,8 +144,10 @@ Capabilities Qcow2Node::capabilities() const {
   // Flush writes the metadata caches back, which only a flush or close does, so it is needed even
   // when the file child gave durability up (cache.no-flush).
   capabilities.flush = writable;
-  // Growing always works; shrinking is refused where clusters are allocated (Truncate says why).
+  // Shrinking frees the clusters past the new end; internal snapshots forbid it (Truncate says
+  // why). The header keeps QEMU's rule of sizes in whole sectors.
   capabilities.resize = writable;
+  capabilities.size_alignment = kSizeAlignment;
   return capabilities;
 }
 

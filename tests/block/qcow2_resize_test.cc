@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// Resizing a qcow2 node: growing (with a larger L1 table when needed) and shrinking only what
-// holds no data, checked with qemu-img.
+// Resizing a qcow2 node: growing (with a larger L1 table when needed), shrinking (the clusters
+// past the new end freed, as QEMU does), sizes in whole sectors only, checked with qemu-img.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -9,6 +12,7 @@
 #include "tests/block/file_fixture.h"
 #include "tests/block/qcow2_fixture.h"
 #include "tests/block/queue_runner.h"
+#include "tests/support/qemu_check.h"
 
 namespace bexd::block {
 namespace {
@@ -81,27 +85,114 @@ TEST_F(Qcow2ResizeTest, GrowingReadsZeroesEvenWhereTheBackingFileIsLonger) {
   EXPECT_EQ(check.leaks, 0u) << check.output;
 }
 
-TEST_F(Qcow2ResizeTest, ShrinkingIsRefusedOverDataAndAllowedOverUnallocatedSpace) {
+uint64_t AllocatedBytes(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return uint64_t(st.st_blocks) * 512;
+}
+
+void ExpectClean(const std::string& image) {
+  bexd::testing::CheckResult check = bexd::testing::QemuCheck(image);
+  EXPECT_EQ(check.exit_status, 0) << check.output;
+  EXPECT_EQ(check.corruptions, 0u) << check.output;
+  EXPECT_EQ(check.leaks, 0u) << check.output;
+}
+
+TEST_F(Qcow2ResizeTest, ShrinkingOverDataFreesTheClustersPastTheEnd) {
+  // Data clusters, a compressed cluster and a zero cluster past the new end, which is neither
+  // cluster- nor 4096-aligned; growing again must read zeroes there, not the old data.
   std::string image = dir_.path() + "/image.qcow2";
   RunCommand("qemu-img create -f qcow2 " + image + " 8M >/dev/null");
-  RunCommand("qemu-io -f qcow2 -c 'write -P 0x41 1M 1M' " + image);
+  RunCommand(
+      "qemu-io -f qcow2 -c 'write -P 0x41 1M 1M' -c 'write -P 0x42 5M 2M' -c 'write -c -P "
+      "0x43 7M 64k' -c 'write -z 7340032 64k' " +
+      image);
+  const uint64_t new_size = 1536 * 1024 + 512;
+  const uint64_t allocated_before = AllocatedBytes(image);
   {
     auto node = OpenImageOrFail(image, false);
     ASSERT_NE(node, nullptr);
-    absl::Status status = node->Truncate(1536 * 1024);
-    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-    EXPECT_NE(status.message().find("allocated"), std::string::npos) << status;
-    EXPECT_EQ(node->size(), 8 * kMiB);
-    ASSERT_TRUE(node->Truncate(2 * kMiB).ok());
-    EXPECT_EQ(node->size(), 2 * kMiB);
+    absl::Status status = node->Truncate(new_size);
+    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_EQ(node->size(), new_size);
     auto queue = MakeQueue(*node);
     std::vector<unsigned char> byte(1);
-    EXPECT_EQ(testing::ReadAt(*queue, byte.data(), 1, 2 * kMiB), -EINVAL);
+    EXPECT_EQ(testing::ReadAt(*queue, byte.data(), 1, new_size), -EINVAL);
   }
-  EXPECT_EQ(QemuVirtualSize(image), 2 * kMiB);
+  EXPECT_EQ(QemuVirtualSize(image), new_size);
+  ExpectClean(image);
+  // 2.5 MiB of data past the end went back to the file system (2 MiB of it at least).
+  EXPECT_LT(AllocatedBytes(image) + 2 * kMiB, allocated_before)
+      << "before " << allocated_before << ", after " << AllocatedBytes(image);
   std::vector<unsigned char> contents = testing::QemuContents(image, dir_);
-  EXPECT_EQ(contents[kMiB], 0x41);
-  EXPECT_EQ(testing::QemuCheck(image).corruptions, 0u);
+  ASSERT_EQ(contents.size(), new_size);
+  EXPECT_EQ(std::count(contents.begin() + kMiB, contents.end(), 0x41), long(new_size - kMiB));
+
+  {
+    auto node = OpenImageOrFail(image, false);
+    ASSERT_NE(node, nullptr);
+    ASSERT_TRUE(node->Truncate(8 * kMiB).ok());
+  }
+  ExpectClean(image);
+  contents = testing::QemuContents(image, dir_);
+  ASSERT_EQ(contents.size(), 8 * kMiB);
+  EXPECT_EQ(std::count(contents.begin() + kMiB, contents.begin() + new_size, 0x41),
+            long(new_size - kMiB));
+  EXPECT_EQ(std::count(contents.begin() + new_size, contents.end(), 0), long(8 * kMiB - new_size));
+}
+
+TEST_F(Qcow2ResizeTest, ShrinkingAnOverlayKeepsItsBackingFileFromShowingThroughAfterAGrow) {
+  std::string base = dir_.path() + "/base.qcow2";
+  std::string image = dir_.path() + "/top.qcow2";
+  RunCommand("qemu-img create -f qcow2 " + base + " 8M >/dev/null");
+  RunCommand("qemu-io -f qcow2 -c 'write -P 0x31 0 8M' " + base);
+  RunCommand("qemu-img create -f qcow2 -b base.qcow2 -F qcow2 " + image + " 8M >/dev/null");
+  RunCommand("qemu-io -f qcow2 -c 'write -P 0x51 4M 1M' " + image);
+  {
+    auto node = OpenImageOrFail(image, false);
+    ASSERT_NE(node, nullptr);
+    ASSERT_TRUE(node->Truncate(2 * kMiB).ok());
+    ASSERT_TRUE(node->Truncate(8 * kMiB).ok());
+    std::vector<unsigned char> data = testing::ReadAll(*node);
+    ASSERT_EQ(data.size(), 8 * kMiB);
+    EXPECT_EQ(std::count(data.begin(), data.begin() + 2 * kMiB, 0x31), long(2 * kMiB));
+    EXPECT_EQ(std::count(data.begin() + 2 * kMiB, data.end(), 0), long(6 * kMiB));
+  }
+  ExpectClean(image);
+  std::vector<unsigned char> contents = testing::QemuContents(image, dir_);
+  EXPECT_EQ(std::count(contents.begin(), contents.begin() + 2 * kMiB, 0x31), long(2 * kMiB));
+  EXPECT_EQ(std::count(contents.begin() + 2 * kMiB, contents.end(), 0), long(6 * kMiB));
+}
+
+TEST_F(Qcow2ResizeTest, SizesThatAreNotWholeSectorsAreRefused) {
+  // QEMU would round such a size in the header down and lose the tail, so bexd never writes one.
+  std::string image = dir_.path() + "/image.qcow2";
+  RunCommand("qemu-img create -f qcow2 " + image + " 1M >/dev/null");
+  auto node = OpenImageOrFail(image, false);
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->capabilities().size_alignment, 512u);
+  for (uint64_t size : {uint64_t{2 * kMiB + 100}, uint64_t{kMiB - 1}}) {
+    absl::Status status = node->Truncate(size);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_NE(status.message().find("multiple of 512"), std::string::npos) << status;
+    EXPECT_EQ(node->size(), kMiB);
+  }
+}
+
+TEST_F(Qcow2ResizeTest, ImagesWithInternalSnapshotsGrowButDoNotShrink) {
+  std::string image = dir_.path() + "/image.qcow2";
+  RunCommand("qemu-img create -f qcow2 " + image + " 2M >/dev/null");
+  RunCommand("qemu-img snapshot -c first " + image);
+  {
+    auto node = OpenImageOrFail(image, false);
+    ASSERT_NE(node, nullptr);
+    absl::Status status = node->Truncate(kMiB);
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+    EXPECT_NE(status.message().find("snapshots"), std::string::npos) << status;
+    ASSERT_TRUE(node->Truncate(4 * kMiB).ok());
+  }
+  EXPECT_EQ(QemuVirtualSize(image), 4 * kMiB);
+  ExpectClean(image);
 }
 
 TEST_F(Qcow2ResizeTest, ReadOnlyImagesCannotBeResized) {

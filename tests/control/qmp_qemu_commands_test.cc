@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <map>
 #include <set>
 
 #include "tests/control/control_fixture.h"
+#include "tests/support/qemu_check.h"
 
 namespace bexd::testing {
 namespace {
@@ -82,6 +84,32 @@ TEST_F(ControlTest, BlockResizeUnderBothNames) {
   EXPECT_EQ(ErrorDesc(reply), "Cannot find device='' nor node-name='ghost'");
   reply = client->Execute("block_resize", {{"node-name", "disk0"}});
   EXPECT_EQ(ErrorClass(reply), "GenericError");
+}
+
+// block_resize of a qcow2 node as QEMU's: a size in whole sectors only (QEMU's header would lose
+// the tail of any other), and a shrink over data frees the clusters past the end (qemu-img check
+// finds no leak, qemu-img reads the data before the new end).
+TEST_F(ControlTest, BlockResizeOfQcow2KeepsWholeSectorsAndShrinksOverData) {
+  const std::string image = Path("resize.qcow2");
+  for (const std::string& command :
+       {"qemu-img create -f qcow2 " + image + " 8M", "qemu-io -c 'write -P 7 0 8M' " + image}) {
+    ASSERT_EQ(std::system((command + " >/dev/null 2>&1").c_str()), 0) << command;
+  }
+  StartDaemon({"--blockdev", "driver=qcow2,node-name=q0,file.driver=file,file.filename=" + image});
+  auto client = Connect();
+  client->Negotiate();
+  json reply = client->Execute("block_resize", {{"node-name", "q0"}, {"size", (32 << 20) + 100}});
+  EXPECT_EQ(ErrorClass(reply), "GenericError");
+  EXPECT_NE(ErrorDesc(reply).find("the new size must be a multiple of 512"), std::string::npos)
+      << reply.dump();
+  ASSERT_EQ(Success(client->Execute("block_resize", {{"node-name", "q0"}, {"size", 1 << 20}})), "");
+  ASSERT_EQ(Success(client->Execute("blockdev-del", {{"node-name", "q0"}})), "");
+  CheckResult check = QemuCheck(image);
+  EXPECT_EQ(check.exit_status, 0) << check.output;
+  EXPECT_EQ(check.corruptions + check.leaks, 0u) << check.output;
+  EXPECT_EQ(std::system(("qemu-img info " + image + " | grep -q '(1048576 bytes)'").c_str()), 0);
+  // qemu-io exits 1 when the pattern differs.
+  EXPECT_EQ(std::system(("qemu-io -c 'read -P 7 0 1M' " + image + " >/dev/null").c_str()), 0);
 }
 
 // query-named-block-nodes in QEMU's field types: file and image.filename are the path (or QEMU's

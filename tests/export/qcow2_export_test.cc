@@ -5,13 +5,15 @@
 // shows them; fio's verified writes from four jobs on four queues leave an image that `qemu-img
 // check` finds clean and `qemu-img compare` finds equal to what the mount showed; a SIGKILL under
 // writes leaves no corruption and every fsync'ed write; discard and write-zeroes show in `qemu-img
-// map`; the backing chain is locked as QEMU locks it; and exporting the image's file child for
-// writing beside the qcow2 node is refused with QEMU's permission conflict.
+// map`; a growable export is replaced by `cp` in whole sectors; the backing chain is locked as QEMU
+// locks it; and exporting the image's file child for writing beside the qcow2 node is refused with
+// QEMU's permission conflict.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -221,7 +223,7 @@ TEST_F(Qcow2ExportTest, FioVerifiedWritesLeaveACleanEqualImage) {
   Run("qemu-img create -f qcow2 " + base + " 64M");
   QemuWrite(base, 0, 64 * kMiB, 0x66);
   for (bool backed : {false, true}) {
-    for (const std::string& rw : {"randwrite", "write"}) {
+    for (std::string rw : {"randwrite", "write"}) {
       SCOPED_TRACE(std::string(backed ? "backed " : "fresh ") + rw);
       const std::string image = Path(std::string(backed ? "backed-" : "fresh-") + rw + ".qcow2");
       Run("qemu-img create -f qcow2 " +
@@ -424,6 +426,51 @@ TEST_F(Qcow2ExportTest, BackingChainIsLockedAsQemuLocksIt) {
   EXPECT_NE(output.find("Failed to get \"write\" lock"), std::string::npos) << output;
   EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
   Run("qemu-io -f qcow2 -c 'write 0 4k' " + base);  // free again
+}
+
+// A growable export of a qcow2 image holding data, used as a file: `cp` (O_TRUNC) of a source
+// whose length is not whole sectors replaces the image (the clusters past the new end freed, the
+// size rounded up to 512 as a qcow2 header needs), a truncate to such a size fails with EINVAL
+// as in QSD, and a later grow reads zeroes, never the old data. QSD refuses both the O_TRUNC of
+// an image with data and the unaligned write.
+TEST_F(Qcow2ExportTest, GrowableExportIsReplacedByCpAndKeepsWholeSectors) {
+  const std::string image = Path("grow.qcow2");
+  Run("qemu-img create -f qcow2 " + image + " 16M");
+  QemuWrite(image, 0, 16 * kMiB, 0x61);
+  const std::string mountpoint = MakeMountpoint("grow.mnt");
+  const uint64_t source_size = kMiB + 4097;
+  const uint64_t rounded = kMiB + 4608;
+  const std::vector<uint8_t> source = Pattern(source_size, 0, 11);
+  {
+    Daemon daemon(
+        {"--blockdev", "driver=qcow2,node-name=fmt,file.driver=file,file.filename=" + image,
+         "--export",
+         "type=fuse,id=e0,node-name=fmt,writable=on,growable=on,mountpoint=" + mountpoint});
+    ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+    int fd = ::open(mountpoint.c_str(), O_WRONLY | O_TRUNC);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    ASSERT_EQ(::pwrite(fd, source.data(), source.size(), 0), ssize_t(source.size()))
+        << std::strerror(errno);
+    EXPECT_EQ(::fsync(fd), 0) << std::strerror(errno);
+    EXPECT_EQ(FileSize(mountpoint), rounded);
+    errno = 0;
+    EXPECT_EQ(::ftruncate(fd, 2 * kMiB + 100), -1);
+    EXPECT_EQ(errno, EINVAL);
+    EXPECT_EQ(FileSize(mountpoint), rounded);
+    EXPECT_EQ(::ftruncate(fd, 3 * kMiB), 0) << std::strerror(errno);
+    ::close(fd);
+    std::vector<uint8_t> shown = ReadWholeFile(mountpoint);
+    ASSERT_EQ(shown.size(), 3 * kMiB);
+    EXPECT_TRUE(std::equal(source.begin(), source.end(), shown.begin()));
+    EXPECT_EQ(std::count(shown.begin() + source_size, shown.end(), 0), long(3 * kMiB - source_size))
+        << "the old data shows past the copied source";
+    EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+  }
+  ExpectClean(image);
+  std::vector<uint8_t> bytes = QemuRaw(image);
+  ASSERT_EQ(bytes.size(), 3 * kMiB);
+  EXPECT_TRUE(std::equal(source.begin(), source.end(), bytes.begin()));
+  EXPECT_EQ(std::count(bytes.begin() + source_size, bytes.end(), 0), long(3 * kMiB - source_size));
 }
 
 // The qcow2 node writes its file child's metadata: exporting that child for writing beside it
