@@ -4,7 +4,9 @@
 #include <linux/fuse.h>
 
 #include <cerrno>
+#include <cstring>
 
+#include "fuse/op_table.h"
 #include "fuse/queue.h"
 #include "util/rate_limit.h"
 
@@ -47,6 +49,15 @@ Answer Call::Submit(block::IoOp op, uint32_t flags, uint64_t offset, uint64_t le
 void Call::OnIoComplete(block::IoRequest* io, int64_t result) {
   auto* request = static_cast<Request*>(io->opaque);
   Queue& queue = *request->state.queue;
+  if (result < 0) {
+    // The client sees only an errno; a failing disk must show in the log as well.
+    static log::RateLimit failed;
+    log::Limited(failed, log::Level::kWarn,
+                 "FUSE {} (request {}): node '{}' failed {} bytes at offset {}: {}",
+                 OpcodeName{request->state.opcode}, request->state.unique,
+                 queue.session().node().node_name(), io->length, io->offset,
+                 std::strerror(static_cast<int>(-result)));
+  }
   // Block I/O is only ever for the file. The reply body starts after the header, whose room
   // Dispatch checked.
   Writer header_room(request->out, request->out_count, request->state.out_bytes);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// A backing-file I/O error reaches the client with its errno, and the export keeps serving; a
-// failed fsync stays failed.
+// A backing-file I/O error reaches the client with its errno and the daemon's log, and the export
+// keeps serving; a failed fsync stays failed.
 //
 // The backing file is a FailingDisk (tests/support): an nbdfuse mount of an nbdkit memory disk
 // behind the error filter, whose reads and writes fail with EIO on demand. With a loop device on
@@ -61,12 +61,20 @@ TEST_F(IoErrorTest, BackingFileErrorReachesTheClientAsEio) {
   ASSERT_GE(fd, 0) << std::strerror(errno);
   AlignedBuffer buffer(4096);
 
+  ::testing::internal::CaptureStderr();
   disk.SetFailing(true);
   EXPECT_EQ(::pread(fd, buffer.data, 4096, 1 << 20), -1);
   EXPECT_EQ(errno, EIO);
   FillPattern(buffer.data, 4096, 0, 1);
   EXPECT_EQ(::pwrite(fd, buffer.data, 4096, 0), -1);
   EXPECT_EQ(errno, EIO);
+  // The daemon's log names each failure, not only the client's errno.
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("FUSE READ"), std::string::npos) << log;
+  EXPECT_NE(log.find("failed 4096 bytes at offset 1048576: Input/output error"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("failed 4096 bytes at offset 0: Input/output error"), std::string::npos)
+      << log;
 
   // The export still serves once the disk works again, on every queue.
   disk.SetFailing(false);
