@@ -77,9 +77,9 @@ absl::Status LockImage(int fd, std::string_view node_name, std::string_view file
       return absl::OkStatus();
     }
     if (error == EAGAIN || error == EACCES) {
-      return absl::UnavailableError(
-          fmt::format("node '{}': '{}' is locked by another process (locking=off skips this check)",
-                      node_name, filename));
+      return absl::UnavailableError(fmt::format(
+          "node '{}': '{}' is locked by another process or node (locking=off skips this check)",
+          node_name, filename));
     }
     return absl::ErrnoToStatus(error,
                                fmt::format("node '{}': cannot lock '{}'", node_name, filename));
@@ -92,10 +92,10 @@ absl::Status LockImage(int fd, std::string_view node_name, std::string_view file
     if (int error = ReadLock(fd, kUnsharedBase + permission)) return failure(error);
   }
   auto conflict = [&](int permission, const char* what) {
-    return absl::UnavailableError(
-        fmt::format("node '{}': '{}' is locked by another process, which {} the '{}' permission "
-                    "(locking=off skips this check)",
-                    node_name, filename, what, PermissionName(permission)));
+    return absl::UnavailableError(fmt::format(
+        "node '{}': '{}' is locked by another process or node, which {} the '{}' permission "
+        "(locking=off skips this check)",
+        node_name, filename, what, PermissionName(permission)));
   };
   for (int permission : held) {
     int locked = LockedByOther(fd, kUnsharedBase + permission);

@@ -13,7 +13,6 @@
 #include <string_view>
 #include <vector>
 
-#include "block/rbd/secret_store.h"
 #include "cli/config/command_line.h"
 #include "cli/daemon/daemon.h"
 #include "cli/daemon/daemonize.h"
@@ -86,7 +85,7 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
 
   // Before any node: drivers look up the secrets their options name when they open.
   for (const SecretObject& secret : config.secrets) {
-    absl::Status status = block::AddSecret(secret.id, secret.value);
+    absl::Status status = daemon.AddSecret(secret.id, secret.value);
     if (!status.ok()) return fail(status);
   }
   for (const block::BlockdevOptions& options : config.blockdevs) {

@@ -7,6 +7,7 @@
 #include "cli/config/json_text.h"
 #include "cli/config/names.h"
 #include "cli/config/paths.h"
+#include "util/log.h"
 
 namespace bexd::cli {
 namespace {
@@ -173,7 +174,8 @@ json InheritedOptions(const json& parent, json child, std::string_view role, Syn
 }
 
 // A BlockdevRef (`file`) or BlockdevRefOrNull (`backing`, nullable): a node name, the child's
-// own options, or null. Keyval cannot say null, so there `backing=null` means it.
+// own options, or null. Keyval cannot say null, so there `backing=null` means it, and so does
+// QEMU 7.2's spelling `backing=` (deprecated there, with a warning; accepted alike here).
 std::optional<ChildRef> ReadChild(OptionReader& reader, const json& parent, Syntax syntax,
                                   const std::string& role, bool required, bool nullable) {
   const json* value = reader.Value(role);
@@ -185,6 +187,11 @@ std::optional<ChildRef> ReadChild(OptionReader& reader, const json& parent, Synt
   const bool keyval_null =
       syntax == Syntax::kKeyval && value->is_string() && value->get<std::string>() == "null";
   if (nullable && (value->is_null() || keyval_null)) return ChildRef{.kind = ChildRef::Kind::kNull};
+  if (nullable && value->is_string() && value->get<std::string>().empty()) {
+    log::Warn("{}: use of \"{}\": \"\" is deprecated; use \"{}\": null instead",
+              reader.PathOf(role), role, role);
+    return ChildRef{.kind = ChildRef::Kind::kNull};
+  }
   if (value->is_string()) {
     std::string name = value->get<std::string>();
     if (name.empty()) reader.Fail(role, "must not be empty");

@@ -33,8 +33,8 @@ void ReadSocketPath(OptionReader& reader, std::string* path) {
 
 }  // namespace
 
-absl::StatusOr<std::string> ParseIothreadObject(const nlohmann::json& object, Syntax syntax,
-                                                const std::string& path) {
+absl::StatusOr<IothreadObject> ParseIothreadObject(const nlohmann::json& object, Syntax syntax,
+                                                   const std::string& path) {
   OptionReader reader(object, syntax, path);
   std::string type;
   reader.RequiredString("qom-type", &type);
@@ -42,11 +42,22 @@ absl::StatusOr<std::string> ParseIothreadObject(const nlohmann::json& object, Sy
     reader.Fail("qom-type",
                 fmt::format("'{}' is not supported (bexd knows iothread, secret)", type));
   }
-  std::string id;
-  ReadId(reader, &id);
+  IothreadObject iothread;
+  ReadId(reader, &iothread.id);
+  constexpr uint64_t kMax = std::numeric_limits<int64_t>::max();
+  reader.Integer("poll-max-ns", &iothread.poll_max_ns, 0, kMax);
+  reader.Integer("poll-grow", &iothread.poll_grow, 0, kMax);
+  reader.Integer("poll-shrink", &iothread.poll_shrink, 0, kMax);
+  reader.Integer("aio-max-batch", &iothread.aio_max_batch, 0, kMax);
+  reader.Integer("thread-pool-min", &iothread.thread_pool_min, 0, kMax);
+  reader.Integer("thread-pool-max", &iothread.thread_pool_max, 0, kMax);
+  if (reader.ok() && iothread.thread_pool_min > iothread.thread_pool_max) {
+    // QEMU's words.
+    reader.Fail("thread-pool-min", "thread-pool-min must be smaller or equal to thread-pool-max");
+  }
   absl::Status status = reader.Finish();
   if (!status.ok()) return status;
-  return id;
+  return iothread;
 }
 
 absl::StatusOr<ChardevSpec> ParseChardev(const nlohmann::json& object, Syntax syntax,

@@ -12,9 +12,22 @@
 
 namespace bexd::cli {
 
-// --object iothread,id=ID: returns the id.
-absl::StatusOr<std::string> ParseIothreadObject(const nlohmann::json& object, Syntax syntax,
-                                                const std::string& path = "");
+// --object iothread: QEMU's properties are kept for query-iothreads, whose values scripts read
+// back; they change nothing here, since an iothread is only a name (the threads belong to the
+// exports' queues, which poll by their own rule: docs/control.md).
+struct IothreadObject {
+  std::string id;
+  uint64_t poll_max_ns = 32768;  // QEMU's defaults
+  uint64_t poll_grow = 0;
+  uint64_t poll_shrink = 0;
+  uint64_t aio_max_batch = 0;
+  uint64_t thread_pool_min = 0;
+  uint64_t thread_pool_max = 64;
+  bool operator==(const IothreadObject&) const = default;
+};
+
+absl::StatusOr<IothreadObject> ParseIothreadObject(const nlohmann::json& object, Syntax syntax,
+                                                   const std::string& path = "");
 
 struct ChardevSpec {
   std::string id;

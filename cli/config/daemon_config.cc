@@ -24,7 +24,8 @@ absl::Status DuplicateId(const std::string& path, std::string_view id) {
 absl::Status DaemonConfig::AddObject(const json& object, Syntax syntax, const std::string& path) {
   // Objects of every type share one namespace of ids, as in QEMU.
   auto taken = [&](const std::string& id) {
-    return std::find(iothreads.begin(), iothreads.end(), id) != iothreads.end() ||
+    return std::any_of(iothreads.begin(), iothreads.end(),
+                       [&](const IothreadObject& iothread) { return iothread.id == id; }) ||
            std::any_of(secrets.begin(), secrets.end(),
                        [&](const SecretObject& secret) { return secret.id == id; });
   };
@@ -35,10 +36,10 @@ absl::Status DaemonConfig::AddObject(const json& object, Syntax syntax, const st
     secrets.push_back(*std::move(secret));
     return absl::OkStatus();
   }
-  absl::StatusOr<std::string> id = ParseIothreadObject(object, syntax, path);
-  if (!id.ok()) return id.status();
-  if (taken(*id)) return DuplicateId(path, *id);
-  iothreads.push_back(*std::move(id));
+  absl::StatusOr<IothreadObject> iothread = ParseIothreadObject(object, syntax, path);
+  if (!iothread.ok()) return iothread.status();
+  if (taken(iothread->id)) return DuplicateId(path, iothread->id);
+  iothreads.push_back(*std::move(iothread));
   return absl::OkStatus();
 }
 

@@ -18,8 +18,8 @@
 namespace bexd::cli {
 
 struct DaemonConfig {
-  std::vector<std::string> iothreads;  // --object iothread ids
-  std::vector<SecretObject> secrets;   // --object secret
+  std::vector<IothreadObject> iothreads;  // --object iothread
+  std::vector<SecretObject> secrets;      // --object secret
   std::vector<block::BlockdevOptions> blockdevs;
   std::vector<ExportSpec> exports;
   std::vector<ChardevSpec> chardevs;

@@ -71,8 +71,17 @@ std::string PropertyList(std::string_view type, std::span<const Property> proper
 }
 
 // What `--object TYPE,...` takes besides qom-type and id, sorted by name as QEMU prints them.
-// bexd's iothread objects are names for export queues only (usage.md), so they take nothing else.
+// bexd's iothread objects are names for export queues only (usage.md): their properties are
+// QEMU's, kept for query-iothreads.
 constexpr std::string_view kObjectTypes[] = {"iothread", "secret"};
+constexpr Property kIothreadProperties[] = {
+    {"aio-max-batch", "int", "kept for query-iothreads; no effect in bexd"},
+    {"poll-grow", "int", "kept for query-iothreads; no effect in bexd"},
+    {"poll-max-ns", "int", "kept for query-iothreads; the export's own poll-max-ns polls"},
+    {"poll-shrink", "int", "kept for query-iothreads; no effect in bexd"},
+    {"thread-pool-max", "int", "no effect in bexd"},
+    {"thread-pool-min", "int", "no effect in bexd"},
+};
 constexpr Property kSecretProperties[] = {
     {"data", "string", "the secret itself (visible to every local user; prefer file)"},
     {"file", "string", "a file holding the secret"},
@@ -80,7 +89,7 @@ constexpr Property kSecretProperties[] = {
 };
 
 std::string ObjectHelp(std::string_view type) {
-  if (type == "iothread") return PropertyList(type, {});
+  if (type == "iothread") return PropertyList(type, kIothreadProperties);
   if (type == "secret") return PropertyList(type, kSecretProperties);
   return List("List of user creatable objects:", kObjectTypes);
 }

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <variant>
 
+#include "block/rbd/secret_store.h"
 #include "cli/daemon/block_query.h"
 #include "export/start.h"
 #include "util/log.h"
@@ -75,7 +76,7 @@ void Accumulate(const fuse::QueueStatsSnapshot& queue, fuse::QueueStatsSnapshot*
 
 }  // namespace
 
-Daemon::Daemon(std::vector<std::string> iothreads) : iothreads_(std::move(iothreads)) {}
+Daemon::Daemon(std::vector<IothreadObject> iothreads) : iothreads_(std::move(iothreads)) {}
 
 Daemon::~Daemon() { StopAllExports(/*announce=*/false); }
 
@@ -134,7 +135,7 @@ absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
   absl::Status allowed = graph_.CheckExport(options.node_name, options.id, options.writable);
   if (!allowed.ok()) return allowed;
   for (const std::string& iothread : spec.iothreads) {
-    if (std::find(iothreads_.begin(), iothreads_.end(), iothread) == iothreads_.end()) {
+    if (!HasIothread(iothread)) {
       return ExportError(options.id, fmt::format("iothread '{}' does not name an --object "
                                                  "iothread",
                                                  iothread));
@@ -233,20 +234,49 @@ void Daemon::StopAllExports(bool announce) {
   }
 }
 
-absl::Status Daemon::AddIothread(const std::string& id) {
-  if (std::find(iothreads_.begin(), iothreads_.end(), id) != iothreads_.end()) {
-    // QEMU's words: the object would be a second child of the same name in /objects.
-    return absl::AlreadyExistsError(
-        fmt::format("attempt to add duplicate property '{}' to object (type 'container')", id));
-  }
-  iothreads_.push_back(id);
+namespace {
+
+absl::Status DuplicateObject(std::string_view id) {
+  // QEMU's words: the object would be a second child of the same name in /objects.
+  return absl::AlreadyExistsError(
+      fmt::format("attempt to add duplicate property '{}' to object (type 'container')", id));
+}
+
+}  // namespace
+
+std::vector<IothreadObject>::iterator Daemon::FindIothread(std::string_view id) {
+  return std::find_if(iothreads_.begin(), iothreads_.end(),
+                      [&](const IothreadObject& iothread) { return iothread.id == id; });
+}
+
+bool Daemon::HasIothread(std::string_view id) const {
+  return std::any_of(iothreads_.begin(), iothreads_.end(),
+                     [&](const IothreadObject& iothread) { return iothread.id == id; });
+}
+
+bool Daemon::HasObject(std::string_view id) const {
+  return HasIothread(id) || block::LookupSecret(id).ok();
+}
+
+absl::Status Daemon::AddIothread(IothreadObject iothread) {
+  if (HasObject(iothread.id)) return DuplicateObject(iothread.id);
+  iothreads_.push_back(std::move(iothread));
   return absl::OkStatus();
 }
 
-absl::Status Daemon::DeleteIothread(std::string_view id) {
-  auto it = std::find(iothreads_.begin(), iothreads_.end(), id);
+absl::Status Daemon::AddSecret(const std::string& id, std::string value) {
+  if (HasObject(id)) return DuplicateObject(id);
+  return block::AddSecret(id, std::move(value));
+}
+
+absl::Status Daemon::DeleteObject(std::string_view id) {
+  auto it = FindIothread(id);
   if (it == iothreads_.end()) {
-    return absl::NotFoundError(fmt::format("object '{}' not found", id));
+    if (!block::LookupSecret(id).ok()) {
+      return absl::NotFoundError(fmt::format("object '{}' not found", id));
+    }
+    block::RemoveSecret(id);
+    return absl::OkStatus();
   }
   for (const LiveExport& live : exports_) {
     if (std::find(live.spec.iothreads.begin(), live.spec.iothreads.end(), id) !=
@@ -270,19 +300,17 @@ absl::Status Daemon::ResizeNode(std::string_view node_name, int64_t size) {
   if (entry->node->read_only()) {
     return absl::FailedPreconditionError(fmt::format("Node '{}' is read only", node_name));
   }
-  absl::Status status = entry->node->Truncate(static_cast<uint64_t>(size));
-  if (!status.ok()) {
-    return absl::Status(status.code(), fmt::format("Failed to resize node '{}': {}", node_name,
-                                                   std::string(status.message())));
-  }
-  return absl::OkStatus();
+  // Every driver's message names the node already.
+  return entry->node->Truncate(static_cast<uint64_t>(size));
 }
 
 json Daemon::NamedBlockNodes(bool flat) const { return NamedBlockNodesJson(graph_, flat); }
 
 json Daemon::BlockExports() const {
   json exports = json::array();
-  for (const LiveExport& live : exports_) {
+  // Newest first, as QEMU lists them (it adds each export at the head of its list).
+  for (auto it = exports_.rbegin(); it != exports_.rend(); ++it) {
+    const LiveExport& live = *it;
     exports.push_back({{"type", live.running->type()},
                        {"id", live.spec.options.id},
                        {"node-name", live.spec.options.node_name},

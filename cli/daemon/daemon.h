@@ -19,6 +19,7 @@
 #include "block/block_node.h"
 #include "block/graph.h"
 #include "block/options.h"
+#include "cli/config/control_schema.h"
 #include "cli/config/export_schema.h"
 #include "export/export.h"
 
@@ -31,8 +32,8 @@ enum class ExportDeleteMode {
 
 class Daemon {
  public:
-  // `iothreads`: the --object iothread ids exports may name.
-  explicit Daemon(std::vector<std::string> iothreads);
+  // `iothreads`: the --object iothreads exports may name.
+  explicit Daemon(std::vector<IothreadObject> iothreads);
   ~Daemon();  // stops every export
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -42,11 +43,15 @@ class Daemon {
   // QEMU's blockdev-del: refused while an export serves the node or another node uses it.
   absl::Status DeleteBlockdev(std::string_view node_name);
 
-  // object-add/object-del of an iothread: a name exports may give as iothread=. Deleting one that
-  // a running export names is refused (QEMU would let it go).
-  absl::Status AddIothread(const std::string& id);
-  absl::Status DeleteIothread(std::string_view id);
-  const std::vector<std::string>& iothreads() const { return iothreads_; }
+  // object-add/object-del, with one namespace of ids for every type as QEMU's /objects. An
+  // iothread is a name exports may give as iothread=; deleting one that a running export names is
+  // refused (QEMU would let it go). A secret goes to the process's table
+  // (block/rbd/secret_store.h), which drivers read when a node opens, so deleting it changes no
+  // open node.
+  absl::Status AddIothread(IothreadObject iothread);
+  absl::Status AddSecret(const std::string& id, std::string value);
+  absl::Status DeleteObject(std::string_view id);
+  const std::vector<IothreadObject>& iothreads() const { return iothreads_; }
 
   // block_resize: truncates or grows the node to `size` bytes.
   absl::Status ResizeNode(std::string_view node_name, int64_t size);
@@ -84,6 +89,10 @@ class Daemon {
   }
 
  private:
+  // Whether an object (of any type) has that id.
+  bool HasObject(std::string_view id) const;
+  bool HasIothread(std::string_view id) const;
+  std::vector<IothreadObject>::iterator FindIothread(std::string_view id);
   struct LiveExport {
     ExportSpec spec;
     std::unique_ptr<exports::Export> running;
@@ -94,7 +103,7 @@ class Daemon {
   // Stops an export and forgets it, releasing its node; the export after it.
   std::vector<LiveExport>::iterator RemoveExport(std::vector<LiveExport>::iterator it);
 
-  std::vector<std::string> iothreads_;
+  std::vector<IothreadObject> iothreads_;
   block::BlockGraph graph_;
   std::vector<LiveExport> exports_;
   std::vector<std::string> monitor_paths_;  // canonical

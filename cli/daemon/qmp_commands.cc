@@ -16,6 +16,7 @@
 #include "cli/config/export_schema.h"
 #include "cli/config/json_text.h"
 #include "cli/config/option_reader.h"
+#include "cli/config/secret_object.h"
 #include "cli/daemon/qmp_schema.h"
 
 namespace bexd::cli {
@@ -99,15 +100,15 @@ absl::StatusOr<json> QueryExportStats(Daemon& daemon, const json& arguments) {
 }
 
 absl::StatusOr<json> ObjectAdd(Daemon& daemon, const json& arguments) {
-  if (arguments.is_object() && arguments.value("qom-type", json()) != "iothread") {
-    // Secrets are read once at start-up, before any node opens (docs/control.md).
-    return absl::InvalidArgumentError(
-        fmt::format("qom-type: {} cannot be added at run time (object-add takes iothread objects)",
-                    DumpJson(arguments.value("qom-type", json()))));
+  absl::Status status;
+  if (arguments.is_object() && arguments.value("qom-type", json()) == "secret") {
+    // A node opened later may name it (rbd's key-secret); open nodes read theirs already.
+    absl::StatusOr<SecretObject> secret = ParseSecretObject(arguments, Syntax::kJson);
+    status = secret.ok() ? daemon.AddSecret(secret->id, std::move(secret->value)) : secret.status();
+  } else {
+    absl::StatusOr<IothreadObject> iothread = ParseIothreadObject(arguments, Syntax::kJson);
+    status = iothread.ok() ? daemon.AddIothread(*std::move(iothread)) : iothread.status();
   }
-  absl::StatusOr<std::string> id = ParseIothreadObject(arguments, Syntax::kJson);
-  if (!id.ok()) return id.status();
-  absl::Status status = daemon.AddIothread(*id);
   if (!status.ok()) return status;
   return json::object();
 }
@@ -116,7 +117,7 @@ absl::StatusOr<json> ObjectDel(Daemon& daemon, const json& arguments) {
   std::string id;
   absl::Status status =
       ReadArguments(arguments, [&](OptionReader& reader) { reader.RequiredString("id", &id); });
-  if (status.ok()) status = daemon.DeleteIothread(id);
+  if (status.ok()) status = daemon.DeleteObject(id);
   if (!status.ok()) return status;
   return json::object();
 }
@@ -125,15 +126,15 @@ absl::StatusOr<json> QueryIothreads(Daemon& daemon, const json& arguments) {
   absl::Status status = ReadArguments(arguments, [](OptionReader&) {});
   if (!status.ok()) return status;
   json iothreads = json::array();
-  for (const std::string& id : daemon.iothreads()) {
+  for (const IothreadObject& iothread : daemon.iothreads()) {
     // An iothread object is only a name here: the threads belong to the exports that name it
-    // (one per queue), so thread-id is the daemon's main thread. QEMU's polling defaults.
-    iothreads.push_back({{"id", id},
+    // (one per queue), so thread-id is the daemon's main thread. The properties as given.
+    iothreads.push_back({{"id", iothread.id},
                          {"thread-id", ::getpid()},
-                         {"poll-max-ns", 32768},
-                         {"poll-grow", 0},
-                         {"poll-shrink", 0},
-                         {"aio-max-batch", 0}});
+                         {"poll-max-ns", iothread.poll_max_ns},
+                         {"poll-grow", iothread.poll_grow},
+                         {"poll-shrink", iothread.poll_shrink},
+                         {"aio-max-batch", iothread.aio_max_batch}});
   }
   return iothreads;
 }

@@ -124,7 +124,7 @@ TEST(FileOpen, SecondWriterIsRefused) {
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(Contains(second.status(), "node 'disk1': '" + path + "'")) << second.status();
-  EXPECT_TRUE(Contains(second.status(), "locked by another process")) << second.status();
+  EXPECT_TRUE(Contains(second.status(), "locked by another process or node")) << second.status();
   // A reader would see data change under it: refused too.
   EXPECT_FALSE(testing::OpenFile(Options(path), /*read_only=*/true).ok());
   // locking=off skips the check.
@@ -143,7 +143,7 @@ TEST(FileOpen, ReadersShareButKeepWritersOut) {
   ASSERT_TRUE(second.ok()) << second.status();
   auto writer = testing::OpenFile(Options(path));
   ASSERT_FALSE(writer.ok());
-  EXPECT_TRUE(Contains(writer.status(), "locked by another process")) << writer.status();
+  EXPECT_TRUE(Contains(writer.status(), "locked by another process or node")) << writer.status();
 }
 
 // The lock bytes are QEMU's, so QEMU tools see a bexd writer and stay out.

@@ -130,6 +130,10 @@ TEST(BlockdevChildrenTest, BackingByNameNullInlineOrFromTheImage) {
   EXPECT_EQ(none, FromJson(R"({"driver": "qcow2", "node-name": "top", "file": "f0",
                                "backing": null})"));
   EXPECT_EQ(none.backing->kind, ChildRef::Kind::kNull);
+  // QEMU 7.2's keyval spelling, deprecated there (and in JSON, too).
+  EXPECT_EQ(FromKeyval("driver=qcow2,node-name=top,file=f0,backing="), none);
+  EXPECT_EQ(FromJson(R"({"driver": "qcow2", "node-name": "top", "file": "f0", "backing": ""})"),
+            none);
 
   block::BlockdevOptions from_image = FromKeyval("driver=qcow2,node-name=top,file=f0");
   EXPECT_FALSE(from_image.backing.has_value());

@@ -62,7 +62,8 @@ TEST_F(CommandLineTest, QsdFuseCommandLine) {
   });
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_FALSE(result->demo);
-  EXPECT_EQ(result->config.iothreads, std::vector<std::string>{"iothread0"});
+  ASSERT_EQ(result->config.iothreads.size(), 1u);
+  EXPECT_EQ(result->config.iothreads[0].id, "iothread0");
   ASSERT_EQ(result->config.blockdevs.size(), 2u);
   EXPECT_EQ(result->config.blockdevs[1].node_name, "null0");
   ASSERT_EQ(result->config.exports.size(), 1u);

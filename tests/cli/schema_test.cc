@@ -408,10 +408,24 @@ TEST(ExportSchemaTest, VhostUserFsErrors) {
 }
 
 TEST(ControlSchemaTest, ObjectChardevMonitor) {
-  absl::StatusOr<std::string> id =
+  absl::StatusOr<IothreadObject> iothread =
       ParseIothreadObject(Keyval("iothread,id=t0", "qom-type"), Syntax::kKeyval);
-  ASSERT_TRUE(id.ok()) << id.status();
-  EXPECT_EQ(*id, "t0");
+  ASSERT_TRUE(iothread.ok()) << iothread.status();
+  EXPECT_EQ(*iothread, IothreadObject{.id = "t0"});
+  // QEMU's properties (libvirt sets poll-max-ns), kept for query-iothreads.
+  iothread = ParseIothreadObject(
+      Keyval("iothread,id=t1,poll-max-ns=0,poll-grow=2,poll-shrink=3,aio-max-batch=4,"
+             "thread-pool-min=1,thread-pool-max=8",
+             "qom-type"),
+      Syntax::kKeyval);
+  ASSERT_TRUE(iothread.ok()) << iothread.status();
+  EXPECT_EQ(*iothread, (IothreadObject{.id = "t1",
+                                       .poll_max_ns = 0,
+                                       .poll_grow = 2,
+                                       .poll_shrink = 3,
+                                       .aio_max_batch = 4,
+                                       .thread_pool_min = 1,
+                                       .thread_pool_max = 8}));
   absl::StatusOr<ChardevSpec> chardev = ParseChardev(
       Keyval("socket,id=m0,path=/run/qmp.sock,server=on,wait=off", "backend"), Syntax::kKeyval);
   ASSERT_TRUE(chardev.ok()) << chardev.status();
@@ -426,13 +440,19 @@ TEST(ControlSchemaTest, ObjectChardevMonitor) {
 
 TEST(ControlSchemaTest, Errors) {
   auto object_error = [](std::string_view text) {
-    absl::StatusOr<std::string> id = ParseIothreadObject(Keyval(text, "qom-type"), Syntax::kKeyval);
-    return id.ok() ? std::string() : std::string(id.status().message());
+    absl::StatusOr<IothreadObject> iothread =
+        ParseIothreadObject(Keyval(text, "qom-type"), Syntax::kKeyval);
+    return iothread.ok() ? std::string() : std::string(iothread.status().message());
   };
   EXPECT_EQ(object_error("memory-backend-file,id=m"),
             "qom-type: 'memory-backend-file' is not supported (bexd knows iothread, secret)");
-  EXPECT_EQ(object_error("iothread,id=t,poll-max-ns=0"),
-            "poll-max-ns: unknown option (known here: id, qom-type)");
+  EXPECT_EQ(object_error("iothread,id=t,poll-max-ns=-1"),
+            "poll-max-ns: expected a non-negative integer, got \"-1\"");
+  EXPECT_EQ(object_error("iothread,id=t,thread-pool-min=9,thread-pool-max=8"),
+            "thread-pool-min: thread-pool-min must be smaller or equal to thread-pool-max");
+  EXPECT_EQ(object_error("iothread,id=t,poll=1"),
+            "poll: unknown option (known here: aio-max-batch, id, poll-grow, poll-max-ns, "
+            "poll-shrink, qom-type, thread-pool-max, thread-pool-min)");
   auto chardev_error = [](std::string_view text) {
     absl::StatusOr<ChardevSpec> chardev = ParseChardev(Keyval(text, "backend"), Syntax::kKeyval);
     return chardev.ok() ? std::string() : std::string(chardev.status().message());

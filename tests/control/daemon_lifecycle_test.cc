@@ -180,7 +180,9 @@ TEST_F(ControlTest, ConfigFileWithMonitor) {
   client.Negotiate();
   json exports = client.Execute("query-block-exports")["return"];
   ASSERT_EQ(exports.size(), 2u);
-  EXPECT_EQ(exports[1]["id"], "e0");
+  // Newest first, as QEMU lists them: the config file's export came after the command line's.
+  EXPECT_EQ(exports[0]["id"], "e0");
+  EXPECT_EQ(exports[1]["id"], "exp0");
   EXPECT_TRUE(IsMounted(second_mountpoint));
   EXPECT_EQ(daemon_->Stop(), 0);
   EXPECT_FALSE(IsMounted(second_mountpoint));
