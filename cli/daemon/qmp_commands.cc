@@ -164,6 +164,15 @@ absl::StatusOr<json> QueryVersion(Daemon&, const json& arguments) {
   return QmpGreeting()["QMP"]["version"];
 }
 
+// Lists bexd can only answer empty, for the scripts that poll them as they would QSD: it has no
+// named block backends (query-block; exports' are anonymous, so QSD's list is empty as well) and
+// runs no jobs (query-jobs, query-block-jobs).
+absl::StatusOr<json> EmptyList(Daemon&, const json& arguments) {
+  absl::Status status = ReadArguments(arguments, [](OptionReader&) {});
+  if (!status.ok()) return status;
+  return json::array();
+}
+
 const std::vector<CommandEntry>& Commands() {
   static const auto* commands = new std::vector<CommandEntry>{
       {"blockdev-add", BlockdevAdd},
@@ -177,6 +186,9 @@ const std::vector<CommandEntry>& Commands() {
       {"object-add", ObjectAdd},
       {"object-del", ObjectDel},
       {"query-iothreads", QueryIothreads},
+      {"query-block", EmptyList},
+      {"query-jobs", EmptyList},
+      {"query-block-jobs", EmptyList},
       {"block_resize", BlockResize},
       {"block-resize", BlockResize},
       {"query-qmp-schema",

@@ -88,6 +88,9 @@ const std::vector<Entry>& Entries() {
       {"object-add", "command", "ObjectOptions", "q_empty"},
       {"object-del", "command", "q_obj_object-del-arg", "q_empty"},
       {"query-iothreads", "command", "q_empty", "[IOThreadInfo]"},
+      {"query-block", "command", "q_empty", "[any]"},
+      {"query-jobs", "command", "q_empty", "[any]"},
+      {"query-block-jobs", "command", "q_empty", "[any]"},
       {"BLOCK_EXPORT_DELETED", "event", "q_obj_BLOCK_EXPORT_DELETED-arg", ""},
       {"SHUTDOWN", "event", "q_obj_SHUTDOWN-arg", ""},
   };

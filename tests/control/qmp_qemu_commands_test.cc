@@ -204,8 +204,13 @@ TEST_F(ControlTest, IntrospectionListsEveryCommand) {
        {"qmp_capabilities", "quit", "query-version", "query-commands", "query-qmp-schema",
         "blockdev-add", "blockdev-del", "query-named-block-nodes", "block-export-add",
         "block-export-del", "query-block-exports", "object-add", "object-del", "query-iothreads",
-        "block_resize", "block-resize"}) {
+        "block_resize", "block-resize", "query-block", "query-jobs", "query-block-jobs"}) {
     EXPECT_TRUE(commands.contains(name)) << name;
+  }
+  // No named block backends (as in QSD, whose exports' are anonymous) and no jobs.
+  for (const char* name : {"query-block", "query-jobs", "query-block-jobs"}) {
+    EXPECT_EQ(client->Execute(name), json({{"return", json::array()}})) << name;
+    EXPECT_EQ(ErrorClass(client->Execute(name, {{"device", "x"}})), "GenericError") << name;
   }
   json schema = client->Execute("query-qmp-schema")["return"];
   ASSERT_TRUE(schema.is_array());
