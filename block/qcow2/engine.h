@@ -24,6 +24,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -173,6 +174,11 @@ class Engine {
   Task<uint64_t> ImageEnd();
   // Cuts the file after the last cluster with a refcount, but not below `at_least`.
   Task<void> TrimFile(uint64_t at_least);
+  // Whether a batch queued before sequence `end` still waits or is being applied.
+  bool BatchesPending(uint64_t end) const;
+  // Starts TrimAfterShrink once the batches a shrink queued are applied.
+  void MaybeTrim();
+  Task<void> TrimAfterShrink();
 
   // ---- engine_write.cc: writes that allocate.
   Task<int> WriteRange(uint64_t offset, uint64_t length, Source source, bool fua);
@@ -223,7 +229,7 @@ class Engine {
   std::unique_ptr<IoQueue> file_queue_;
   std::unique_ptr<ChildIo> io_;
   std::unique_ptr<Qcow2Queue> self_;  // reads the image as a guest would, for copy-on-write
-  uint32_t active_ = 0;               // coroutines serving requests
+  uint32_t active_ = 0;               // coroutines serving requests or trimming the file
   WaitList idle_;                     // woken when active_ drops to 0
 
   // L1 and L2.
@@ -249,6 +255,8 @@ class Engine {
   std::deque<std::unique_ptr<GraceBatch>> grace_batches_;
   uint64_t next_batch_ = 0;
   std::set<uint64_t> applying_;  // batches past their grace period, refcounts going down
+  // Set by a shrink: the file is trimmed once the batches before this sequence are applied.
+  std::optional<uint64_t> trim_after_;
   WaitList decreases_applied_;
 
   // Writeback.

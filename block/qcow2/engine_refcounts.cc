@@ -357,6 +357,7 @@ Task<void> Engine::ApplyDecreases(uint64_t batch, std::vector<Decrease> decrease
   }
   applying_.erase(batch);
   decreases_applied_.WakeAll();
+  MaybeTrim();
 }
 
 void Engine::CheckGracePeriods() {

@@ -21,7 +21,8 @@ Task<absl::Status> Engine::ShrinkTask(uint64_t new_size, uint64_t old_size) {
   // New requests past the new end fail from here on; ChangeClusters waits for allocations under
   // way there.
   image_->size.store(new_size, std::memory_order_release);
-  int result = first > new_size ? co_await ZeroPartialCluster(new_size, first - new_size) : 0;
+  int result = 0;
+  if (first > new_size) result = co_await ZeroPartialCluster(new_size, first - new_size);
   if (result == 0 && first < end) result = co_await ChangeClusters(first, end, Change::kDrop);
   if (result == 0) result = co_await Flush();
   if (result < 0) {
@@ -41,9 +42,12 @@ Task<absl::Status> Engine::ShrinkTask(uint64_t new_size, uint64_t old_size) {
                                                        name));
   }
   header_.size = new_size;
-  // As QEMU: the file gives the space back even where the file child ignores discards, once the
-  // refcounts the shrink dropped are durable.
-  if (co_await WaitDecreasesApplied() == 0 && co_await Flush() == 0) co_await TrimFile(0);
+  // As QEMU, the file gives the space back even where the file child ignores discards, but only
+  // once the refcounts the shrink dropped went down, after their grace period. That waits for
+  // queue threads, one of which may be the caller, blocked until this returns: the trim runs
+  // later, on its own (MaybeTrim).
+  trim_after_ = next_batch_;
+  MaybeTrim();
   co_return absl::OkStatus();
 }
 

@@ -168,12 +168,29 @@ Task<int> Engine::Flush() {
 Task<int> Engine::WaitDecreasesApplied() {
   // Only the batches queued so far: under discards that never stop, new batches keep coming.
   const uint64_t end = next_batch_;
-  auto pending = [&] {
-    return (!grace_batches_.empty() && grace_batches_.front()->sequence < end) ||
-           (!applying_.empty() && *applying_.begin() < end);
-  };
-  while (pending()) co_await decreases_applied_.Wait();
+  while (BatchesPending(end)) co_await decreases_applied_.Wait();
   co_return 0;
+}
+
+bool Engine::BatchesPending(uint64_t end) const {
+  return (!grace_batches_.empty() && grace_batches_.front()->sequence < end) ||
+         (!applying_.empty() && *applying_.begin() < end);
+}
+
+void Engine::MaybeTrim() {
+  if (!trim_after_.has_value() || BatchesPending(*trim_after_)) return;
+  trim_after_.reset();
+  Spawn(TrimAfterShrink());
+}
+
+Task<void> Engine::TrimAfterShrink() {
+  // Counted as active, so that a close waits for it.
+  ++active_;
+  // The dropped refcounts are durable before the clusters they covered leave the file. (Not
+  // `if (co_await Flush() == 0)`, which GCC 12 miscompiles here.)
+  int result = co_await Flush();
+  if (result == 0) co_await TrimFile(0);
+  if (--active_ == 0) idle_.WakeAll();
 }
 
 Task<uint64_t> Engine::ImageEnd() {
@@ -195,7 +212,10 @@ Task<void> Engine::TrimFile(uint64_t at_least) {
   // No allocation may run meanwhile: it could take a cluster past the end found here.
   co_await alloc_mutex_.Lock();
   AsyncLockGuard guard(alloc_mutex_);
-  uint64_t end = std::max(co_await ImageEnd(), at_least);
+  // co_await as a plain statement: GCC 12 miscompiles some inside expressions (a coroutine
+  // started with a garbage resume index).
+  uint64_t end = co_await ImageEnd();
+  end = std::max(end, at_least);
   if (end == UINT64_MAX || end >= image_->file->size()) co_return;
   absl::Status status = image_->file->Truncate(end);
   if (!status.ok()) {
@@ -210,6 +230,9 @@ Task<void> Engine::TrimFile(uint64_t at_least) {
 
 Task<absl::Status> Engine::CloseTask() {
   while (active_ > 0) co_await idle_.Wait();
+  // A trim a shrink still waits for happens below, not in a task of its own.
+  const bool shrunk = trim_after_.has_value();
+  trim_after_.reset();
   if (image_->read_only) co_return absl::OkStatus();
   if (image_->corrupt.load(std::memory_order_relaxed)) {
     co_return absl::DataLossError(
@@ -227,8 +250,8 @@ Task<absl::Status> Engine::CloseTask() {
     result = co_await io_->Write(field::kIncompatibleFeatures, bytes, sizeof(bytes));
     if (result == 0) result = co_await io_->Flush();
   }
-  // Give back what the file grew ahead of allocation.
-  if (result == 0 && file_grown_) co_await TrimFile(file_size_at_open_);
+  // Give back what the file grew ahead of allocation, or all a shrink freed.
+  if (result == 0 && (file_grown_ || shrunk)) co_await TrimFile(shrunk ? 0 : file_size_at_open_);
   if (result < 0) {
     co_return absl::ErrnoToStatus(-result, fmt::format("node '{}': cannot write the image's "
                                                        "metadata back",

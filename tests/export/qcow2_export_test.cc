@@ -9,6 +9,7 @@
 // locks it; and exporting the image's file child for writing beside the qcow2 node is refused with
 // QEMU's permission conflict.
 #include <fcntl.h>
+#include <libaio.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -471,6 +472,83 @@ TEST_F(Qcow2ExportTest, GrowableExportIsReplacedByCpAndKeepsWholeSectors) {
   ASSERT_EQ(bytes.size(), 3 * kMiB);
   EXPECT_TRUE(std::equal(source.begin(), source.end(), bytes.begin()));
   EXPECT_EQ(std::count(bytes.begin() + source_size, bytes.end(), 0), long(3 * kMiB - source_size));
+}
+
+// Keeps `depth` 64 KiB O_DIRECT writes in flight at random offsets below `limit` until `stop`;
+// false if one failed.
+bool WriteAsyncUntil(const std::string& path, uint64_t limit, int depth,
+                     const std::atomic<bool>& stop, uint64_t seed) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_DIRECT);
+  if (fd < 0) return false;
+  io_context_t context{};
+  if (io_setup(depth, &context) != 0) {
+    ::close(fd);
+    return false;
+  }
+  AlignedBuffer buffer(65536);
+  FillPattern(buffer.data, 65536, 0, static_cast<uint32_t>(seed));
+  std::vector<struct iocb> blocks(depth);
+  auto submit = [&](struct iocb* block) {
+    seed = seed * 6364136223846793005u + 1442695040888963407u;
+    io_prep_pwrite(block, fd, buffer.data, 65536,
+                   static_cast<long long>(((seed >> 33) % (limit / 65536)) * 65536));
+    struct iocb* one[1] = {block};
+    return io_submit(context, 1, one) == 1;
+  };
+  bool ok = true;
+  int in_flight = 0;
+  for (struct iocb& block : blocks) in_flight += submit(&block) ? 1 : 0;
+  std::vector<struct io_event> events(depth);
+  while (in_flight > 0) {
+    int done = io_getevents(context, 1, depth, events.data(), nullptr);
+    if (done < 0) break;
+    for (int i = 0; i < done; ++i) {
+      --in_flight;
+      if (events[i].res != 65536) ok = false;
+      if (!stop.load() && submit(events[i].obj)) ++in_flight;
+    }
+  }
+  io_destroy(context);
+  ::close(fd);
+  return ok && in_flight == 0;
+}
+
+// Shrinks over data while writes at queue depth 16 from two threads grow the image again, on two
+// queues: a shrink runs on the queue thread that serves the truncate, so it must not wait for I/O
+// that thread has in flight (the grace period of the clusters it frees). Once the race is over,
+// the export still serves everywhere, stops on SIGTERM, and QEMU finds the image clean.
+TEST_F(Qcow2ExportTest, ShrinksRacingGrowingWritesNeitherHangNorCorrupt) {
+  const std::string image = Path("race.qcow2");
+  Run("qemu-img create -f qcow2 " + image + " 64M");
+  const std::string mountpoint = MakeMountpoint("race.mnt");
+  Daemon daemon({"--blockdev", "driver=qcow2,node-name=fmt,file.driver=file,file.filename=" + image,
+                 "--export",
+                 "type=fuse,id=e0,node-name=fmt,writable=on,growable=on,num-queues=2,mountpoint=" +
+                     mountpoint});
+  ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+  std::atomic<bool> stop{false};
+  std::atomic<int> failed_writers{0};
+  auto writer = [&](uint64_t seed) {
+    if (!WriteAsyncUntil(mountpoint, 60 * kMiB, 16, stop, seed)) ++failed_writers;
+  };
+  std::thread first(writer, 1), second(writer, 2);
+  int fd = ::open(mountpoint.c_str(), O_WRONLY);
+  EXPECT_GE(fd, 0) << std::strerror(errno);
+  for (int i = 0; fd >= 0 && i < 100; ++i) {
+    EXPECT_EQ(::ftruncate(fd, (32 + i % 32) * kMiB), 0) << i << ": " << std::strerror(errno);
+  }
+  if (fd >= 0) ::close(fd);
+  stop = true;
+  first.join();
+  second.join();
+  EXPECT_EQ(failed_writers.load(), 0);
+
+  const std::vector<uint8_t> data = Pattern(64 * kMiB, 0, 3);
+  WriteAt(mountpoint, data, 0);
+  EXPECT_TRUE(ReadWholeFile(mountpoint) == data) << "the mount reads other data than was written";
+  EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+  ExpectClean(image);
+  EXPECT_TRUE(QemuRaw(image) == data) << "qemu-img reads other data than was written";
 }
 
 // The qcow2 node writes its file child's metadata: exporting that child for writing beside it
