@@ -49,8 +49,10 @@ Answer Call::Submit(block::IoOp op, uint32_t flags, uint64_t offset, uint64_t le
 void Call::OnIoComplete(block::IoRequest* io, int64_t result) {
   auto* request = static_cast<Request*>(io->opaque);
   Queue& queue = *request->state.queue;
-  if (result < 0) {
-    // The client sees only an errno; a failing disk must show in the log as well.
+  // The client sees only an errno; a failing disk must show in the log as well. EOPNOTSUPP and
+  // EINVAL are refusals (an op the node lacks, a request a concurrent shrink left past the end),
+  // not failures.
+  if (result < 0 && result != -EOPNOTSUPP && result != -EINVAL) {
     static log::RateLimit failed;
     log::Limited(failed, log::Level::kWarn,
                  "FUSE {} (request {}): node '{}' failed {} bytes at offset {}: {}",
