@@ -166,7 +166,7 @@ Task<int> Engine::Flush() {
 }
 
 Task<int> Engine::WaitDecreasesApplied() {
-  // Only the batches queued so far: under discards that never stop, new batches keep coming.
+  // The batches queued so far; any a later writeback queues are not waited for.
   const uint64_t end = next_batch_;
   while (BatchesPending(end)) co_await decreases_applied_.Wait();
   co_return 0;

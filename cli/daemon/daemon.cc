@@ -244,15 +244,12 @@ absl::Status DuplicateObject(std::string_view id) {
 
 }  // namespace
 
-std::vector<IothreadObject>::iterator Daemon::FindIothread(std::string_view id) {
+std::vector<IothreadObject>::const_iterator Daemon::FindIothread(std::string_view id) const {
   return std::find_if(iothreads_.begin(), iothreads_.end(),
                       [&](const IothreadObject& iothread) { return iothread.id == id; });
 }
 
-bool Daemon::HasIothread(std::string_view id) const {
-  return std::any_of(iothreads_.begin(), iothreads_.end(),
-                     [&](const IothreadObject& iothread) { return iothread.id == id; });
-}
+bool Daemon::HasIothread(std::string_view id) const { return FindIothread(id) != iothreads_.end(); }
 
 bool Daemon::HasObject(std::string_view id) const {
   return HasIothread(id) || block::LookupSecret(id).ok();

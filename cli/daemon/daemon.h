@@ -92,7 +92,7 @@ class Daemon {
   // Whether an object (of any type) has that id.
   bool HasObject(std::string_view id) const;
   bool HasIothread(std::string_view id) const;
-  std::vector<IothreadObject>::iterator FindIothread(std::string_view id);
+  std::vector<IothreadObject>::const_iterator FindIothread(std::string_view id) const;
   struct LiveExport {
     ExportSpec spec;
     std::unique_ptr<exports::Export> running;
