@@ -114,8 +114,9 @@ class BlockNode {
   // its file child's. Empty if the driver has none; query-named-block-nodes then shows the
   // file child's.
   virtual std::string filename() const { return {}; }
-  // Bytes the image occupies on its storage (query-named-block-nodes' actual-size); nullopt if
-  // the driver cannot tell, and then a format node reports its file child's. May block.
+  // Bytes the image occupies on its storage (query-named-block-nodes' actual-size, an export's
+  // st_blocks): a protocol node's own, a format node's file child's; nullopt if the driver cannot
+  // tell (remote storage, a block device). A system call at most: any thread.
   virtual std::optional<uint64_t> AllocatedBytes() const { return std::nullopt; }
 
   // The node's bytes as one host file, offset for offset, for a client that does its own I/O on

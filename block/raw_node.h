@@ -37,6 +37,8 @@ class RawNode final : public BlockNode, public std::enable_shared_from_this<RawN
   absl::Status Truncate(uint64_t new_size) override;
   std::string description() const override;
   std::string filename() const override { return file_->filename(); }
+  // The whole child's, offset or not (as QEMU sums a format node's children).
+  std::optional<uint64_t> AllocatedBytes() const override { return file_->AllocatedBytes(); }
   // The child's when this node is all of it (no offset, no fixed size).
   std::optional<HostFile> host_file() const override;
   void SharePageCache() override { file_->SharePageCache(); }

@@ -59,6 +59,8 @@ class Qcow2Node final : public BlockNode, public std::enable_shared_from_this<Qc
   absl::Status Truncate(uint64_t new_size) override;
   std::string description() const override;
   std::string filename() const override { return file()->filename(); }
+  // The file child's: data, metadata and clusters not yet trimmed away.
+  std::optional<uint64_t> AllocatedBytes() const override { return file()->AllocatedBytes(); }
 
   // Writes every cached change back, drops the clusters freed meanwhile and marks the image clean.
   // Fails with FailedPrecondition while queues exist; the node serves nothing afterwards.

@@ -30,13 +30,6 @@ std::string Filename(const BlockGraph& graph, const BlockGraph::Entry& entry) {
   return file == nullptr ? name : Filename(graph, *file);
 }
 
-std::optional<uint64_t> AllocatedBytes(const BlockGraph& graph, const BlockGraph::Entry& entry) {
-  std::optional<uint64_t> bytes = entry.node->AllocatedBytes();
-  if (bytes) return bytes;
-  const BlockGraph::Entry* file = ChildEntry(graph, entry, "file");
-  return file == nullptr ? std::nullopt : AllocatedBytes(graph, *file);
-}
-
 // The file node at the bottom of the file children, whose cache modes the node works with.
 const block::FileNode* ProtocolNode(const BlockGraph& graph, const BlockGraph::Entry& entry) {
   if (const auto* file = dynamic_cast<const block::FileNode*>(entry.node.get())) return file;
@@ -70,7 +63,7 @@ json ImageInfo(const BlockGraph& graph, const BlockGraph::Entry& entry, bool fla
       {"virtual-size", (entry.node->size() + 511) / 512 * 512},
       {"dirty-flag", false},
   };
-  if (std::optional<uint64_t> bytes = AllocatedBytes(graph, entry)) image["actual-size"] = *bytes;
+  if (std::optional<uint64_t> bytes = entry.node->AllocatedBytes()) image["actual-size"] = *bytes;
   const auto* qcow2 = dynamic_cast<const block::qcow2::Qcow2Node*>(entry.node.get());
   if (qcow2 != nullptr) AddQcow2Info(*qcow2, &image);
   const BlockGraph::Entry* backing = ChildEntry(graph, entry, "backing");

@@ -30,8 +30,12 @@ struct fuse_attr AttrOf(const Session& session, NodeKind kind) {
   } else {
     attr.ino = session.file_node_id();
     attr.size = session.CurrentSize();
-    // Presented as fully allocated: the block layer does not report allocation.
-    attr.blocks = attr.size / 512 + (attr.size % 512 != 0);
+    // What the image takes on its storage, as QSD reports it: du and `qemu-img info` on the
+    // export see the real footprint, and QEMU's qcow2 driver uses it to tell a preallocated image
+    // (whose clusters it then asks the file about) from a full one. A node that cannot tell
+    // counts as fully allocated.
+    const uint64_t bytes = session.node().AllocatedBytes().value_or(attr.size);
+    attr.blocks = bytes / 512 + (bytes % 512 != 0);
     attr.nlink = 1;
   }
   attr.atime = attributes.atime.tv_sec;

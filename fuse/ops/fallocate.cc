@@ -58,8 +58,7 @@ Answer Fallocate(Call& call) {
   }
   // A punched hole must read back as zeroes, which kDiscard does not promise: write zeroes and let
   // the driver deallocate. A node that frees no storage (discard=ignore) still zeroes the range:
-  // the client's data is gone as it asked, only the space stays allocated, which a FUSE client
-  // cannot tell (st_blocks always counts the whole size).
+  // the client's data is gone as it asked, only the space stays allocated (st_blocks shows it).
   const bool unmap = punch && capabilities.discard;
   return call.Submit(block::IoOp::kWriteZeroes, unmap ? uint32_t{block::kIoMayUnmap} : 0u,
                      in.offset, range_end - in.offset, FallocateDone);

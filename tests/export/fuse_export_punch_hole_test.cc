@@ -52,6 +52,7 @@ TEST_P(PunchHoleTest, PunchedRangeReadsAsZeroesAndIsFreedOnlyWithUnmap) {
   ::close(fd);
   EXPECT_TRUE(read == std::vector<uint8_t>(2 * kMiB, 0)) << "the mount shows other bytes";
   EXPECT_EQ(FileSize(mountpoint), kImageSize);
+  EXPECT_EQ(AllocatedBytes(mountpoint), AllocatedBytes(image)) << "du differs through the mount";
   for (auto& running : exports_) running->Stop();
 
   std::fill(bytes.begin() + kMiB, bytes.begin() + 3 * kMiB, 0);
