@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # One command per job, each safe to run again:
 #   scripts/setup.sh demo   install dependencies, build, start the demo export (in the background)
-#   scripts/setup.sh test   install dependencies, build, run every test through ctest
+#   scripts/setup.sh test   install dependencies, build, run every test through ctest, then a
+#                           list of QEMU's iotests against bexd (tests/qemu-iotests/run.sh)
 #   scripts/setup.sh build  install dependencies and build only
 #   scripts/setup.sh perf [perf/run.sh options]
 #                           install dependencies, then run the benchmark (it builds its own
@@ -88,6 +89,11 @@ case ${1:-} in
     # A short libFuzzer run over hostile descriptor chains (clang, ASan + UBSan); a finding fails.
     "$root/fuzz/run.sh" 60
     ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
+    # QEMU's own iotests, with bexd in the place of qemu-storage-daemon (a list that runs quickly).
+    for fmt in qcow2 raw; do
+      BEXD_BINARY=$build_dir/cli/bexd "$root/tests/qemu-iotests/run.sh" --quick --fmt "$fmt" \
+        --out "$build_dir/qemu-iotests"
+    done
     ;;
   build)
     install_deps
