@@ -6,7 +6,7 @@
 # QEMU's own expectations. The iotests come from the Debian source package of the installed QEMU,
 # so they match the binaries they drive.
 #
-#   tests/qemu-iotests/run.sh [--fmt qcow2|raw] [--quick] [--compare-qsd] [--out DIR] [TEST...]
+#   tests/qemu-iotests/run.sh [--fmt qcow2|raw|...] [--quick] [--compare-qsd] [--out DIR] [TEST...]
 #
 # Without TEST, every iotest that supports the fuse protocol (about 15 minutes for qcow2).
 # --quick: the list below, which `scripts/setup.sh test` (and so CI) runs for both formats.
@@ -36,7 +36,10 @@ while [[ $# -gt 0 ]]; do
     *) tests+=("$1"); shift ;;
   esac
 done
-[[ $fmt == qcow2 || $fmt == raw ]] || { echo "run.sh: --fmt must be qcow2 or raw" >&2; exit 2; }
+case $fmt in
+  raw|qcow2|qed|vmdk|vpc|vdi|vhdx|luks|parallels) ;;
+  *) echo "run.sh: --fmt: one of raw qcow2 qed vmdk vpc vdi vhdx luks parallels" >&2; exit 2 ;;
+esac
 # Iotests bexd passes that take under about 7 s each, about a minute and a half per format:
 # sizes, allocation, discard and `qemu-img map` through the export (175, 221, 250), resize
 # (106), backing chains, snapshots, repairs. (095, QEMU itself on the export, passes too, but its
@@ -47,6 +50,7 @@ if [[ $quick == yes ]]; then
                    103 104 105 107 111 138 162 174 187 209 217 235 250 252 265 268 277 289 292 302
                    303 305) ;;
     raw) tests+=(001 002 003 004 005 008 009 010 011 021 032 077 104 106 162 175 221 277) ;;
+    *) echo "run.sh: --quick has lists for qcow2 and raw only" >&2; exit 2 ;;
   esac
 fi
 bexd=${BEXD_BINARY:-$root/build/cli/bexd}
@@ -81,7 +85,8 @@ fetch_iotests() {
   if [[ ! -e $dir/done ]]; then
     rm -rf "$dir"
     mkdir -p "$dir"
-    if ! apt-cache showsrc "qemu=$version" 2>/dev/null | grep -q '^Package: qemu'; then
+    # Not `apt-cache ... | grep -q`: grep leaving early fails the pipe under pipefail.
+    if ! grep -qxF "Version: $version" <<<"$(apt-cache showsrc qemu 2>/dev/null)"; then
       add_source_entries >&2
     fi
     (cd "$dir" && apt-get source --download-only "qemu=$version" >&2)
