@@ -153,9 +153,13 @@ Task<int64_t> Engine::AllocateAtEnd(uint64_t count) {
   co_await alloc_mutex_.Lock();
   AsyncLockGuard guard(alloc_mutex_);
   const uint64_t per_block = g_.refblock_entries();
+  // Past every cluster anything uses, so the run is contiguous. Not re-read from the file's size
+  // after making metadata here: the file grows ahead by up to 32 MiB, more than a refcount block
+  // covers with small clusters, so each restart would land in another range without a block and
+  // the file would balloon until the refcount table hit its limit (EFBIG).
+  uint64_t floor = std::max(zero_from_, g_.clusters_for(image_->file->size()));
   for (;;) {
-    // Past every cluster anything uses, so the run is contiguous.
-    uint64_t first = std::max(zero_from_, g_.clusters_for(image_->file->size()));
+    uint64_t first = floor;
     uint64_t last = first + count - 1;
     // Refcount blocks the run needs come first; making one moves the end, so start over.
     bool moved = false;
@@ -163,11 +167,14 @@ Task<int64_t> Engine::AllocateAtEnd(uint64_t count) {
       int result = 0;
       if (index >= reftable_.size()) {
         result = co_await GrowRefcountTable(last);
+        // The new blocks and table end where zero_from_ now starts.
+        floor = std::max(floor, zero_from_);
         moved = true;
       } else if (reftable_[index] == 0) {
         uint64_t at = std::max(last + 1, index * per_block);
         if (at >= (index + 1) * per_block) at = index * per_block;
         result = co_await CreateRefblock(index, at);
+        floor = std::max(floor, at + 1);
         moved = true;
       }
       if (result < 0) co_return result;

@@ -72,6 +72,12 @@ Task<absl::Status> Engine::ResizeTask(uint64_t new_size) {
   }
   uint64_t old_size = image_->size.load(std::memory_order_acquire);
   if (new_size == old_size) co_return absl::OkStatus();
+  // A v2 snapshot does not record its disk size, so after a resize QEMU could no longer revert
+  // to it; QEMU refuses, and so does bexd.
+  if (!snapshots_.empty() && header_.version < 3) {
+    co_return absl::UnimplementedError(fmt::format(
+        "node '{}': cannot resize a version 2 image that has internal snapshots", name));
+  }
   if (new_size < old_size) {
     if (!snapshots_.empty()) {
       co_return absl::FailedPreconditionError(

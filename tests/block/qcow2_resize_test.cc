@@ -56,6 +56,35 @@ TEST_F(Qcow2ResizeTest, GrowingPastTheL1TableMovesItAndTheNewSpaceTakesWrites) {
   pair.Verify();
 }
 
+// The new L1 table goes past the end of the file; with 512-byte clusters one refcount block
+// covers 128 KiB, less than the file grows ahead, which once made each try land in another range
+// without a block: the file ballooned to ~95 GiB and the resize failed with EFBIG.
+TEST_F(Qcow2ResizeTest, GrowingTheL1TableWithSmallClustersKeepsTheFileSmall) {
+  std::string image = dir_.path() + "/image.qcow2";
+  RunCommand("qemu-img create -f qcow2 -o cluster_size=512 " + image + " 4M >/dev/null");
+  RunCommand("qemu-io -f qcow2 -c 'write -P 0x5a 0 1120k' " + image);
+  {
+    auto node = OpenImageOrFail(image, false);
+    ASSERT_NE(node, nullptr);
+    absl::Status status = node->Truncate(8 * kMiB);
+    ASSERT_TRUE(status.ok()) << status;
+    status = node->Truncate(64 * kMiB);
+    ASSERT_TRUE(status.ok()) << status;
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(image.c_str(), &st), 0);
+  EXPECT_LT(static_cast<uint64_t>(st.st_size), 8 * kMiB) << "the image file ballooned";
+  EXPECT_EQ(QemuVirtualSize(image), 64 * kMiB);
+  testing::CheckResult check = testing::QemuCheck(image);
+  EXPECT_EQ(check.corruptions, 0u) << check.output;
+  EXPECT_EQ(check.leaks, 0u) << check.output;
+  std::vector<unsigned char> contents = testing::QemuContents(image, dir_);
+  ASSERT_EQ(contents.size(), 64 * kMiB);
+  EXPECT_EQ(std::count(contents.begin(), contents.begin() + 1120 * 1024, 0x5a), 1120 * 1024);
+  EXPECT_EQ(std::count(contents.begin() + 1120 * 1024, contents.end(), 0),
+            long(64 * kMiB - 1120 * 1024));
+}
+
 TEST_F(Qcow2ResizeTest, GrowingReadsZeroesEvenWhereTheBackingFileIsLonger) {
   std::string base = dir_.path() + "/base.qcow2";
   std::string image = dir_.path() + "/top.qcow2";
@@ -193,6 +222,29 @@ TEST_F(Qcow2ResizeTest, ImagesWithInternalSnapshotsGrowButDoNotShrink) {
   }
   EXPECT_EQ(QemuVirtualSize(image), 4 * kMiB);
   ExpectClean(image);
+}
+
+// QEMU's rule: a version 2 snapshot does not record its disk size, so after a resize it could not
+// be reverted to (qemu-img snapshot -a fails); neither growing nor shrinking is allowed.
+TEST_F(Qcow2ResizeTest, Version2ImagesWithInternalSnapshotsAreNotResized) {
+  std::string image = dir_.path() + "/image.qcow2";
+  RunCommand("qemu-img create -f qcow2 -o compat=0.10 " + image + " 4M >/dev/null");
+  RunCommand("qemu-io -f qcow2 -c 'write -P 0x11 0 4M' " + image);
+  RunCommand("qemu-img snapshot -c first " + image);
+  {
+    auto node = OpenImageOrFail(image, false);
+    ASSERT_NE(node, nullptr);
+    for (uint64_t size : {8 * kMiB, 2 * kMiB}) {
+      absl::Status status = node->Truncate(size);
+      EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << status;
+      EXPECT_NE(status.message().find("version 2"), std::string::npos) << status;
+    }
+    EXPECT_EQ(node->size(), 4 * kMiB);
+  }
+  EXPECT_EQ(QemuVirtualSize(image), 4 * kMiB);
+  ExpectClean(image);
+  // RunCommand fails the test unless the command exits with 0.
+  RunCommand("qemu-img snapshot -a first " + image + " 2>&1");
 }
 
 TEST_F(Qcow2ResizeTest, ReadOnlyImagesCannotBeResized) {
