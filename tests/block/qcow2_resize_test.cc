@@ -29,6 +29,19 @@ uint64_t QemuVirtualSize(const std::string& image) {
   return json["virtual-size"];
 }
 
+uint64_t AllocatedBytes(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return uint64_t(st.st_blocks) * 512;
+}
+
+void ExpectClean(const std::string& image) {
+  bexd::testing::CheckResult check = bexd::testing::QemuCheck(image);
+  EXPECT_EQ(check.exit_status, 0) << check.output;
+  EXPECT_EQ(check.corruptions, 0u) << check.output;
+  EXPECT_EQ(check.leaks, 0u) << check.output;
+}
+
 class Qcow2ResizeTest : public ::testing::Test {
  protected:
   ScratchDir dir_{"qcow2"};
@@ -75,9 +88,7 @@ TEST_F(Qcow2ResizeTest, GrowingTheL1TableWithSmallClustersKeepsTheFileSmall) {
   ASSERT_EQ(::stat(image.c_str(), &st), 0);
   EXPECT_LT(static_cast<uint64_t>(st.st_size), 8 * kMiB) << "the image file ballooned";
   EXPECT_EQ(QemuVirtualSize(image), 64 * kMiB);
-  testing::CheckResult check = testing::QemuCheck(image);
-  EXPECT_EQ(check.corruptions, 0u) << check.output;
-  EXPECT_EQ(check.leaks, 0u) << check.output;
+  ExpectClean(image);
   std::vector<unsigned char> contents = testing::QemuContents(image, dir_);
   ASSERT_EQ(contents.size(), 64 * kMiB);
   EXPECT_EQ(std::count(contents.begin(), contents.begin() + 1120 * 1024, 0x5a), 1120 * 1024);
@@ -110,19 +121,6 @@ TEST_F(Qcow2ResizeTest, GrowingReadsZeroesEvenWhereTheBackingFileIsLonger) {
   EXPECT_EQ(contents[old_size], 0);
   EXPECT_EQ(contents[6 * kMiB - 1], 0);
   testing::CheckResult check = testing::QemuCheck(image);
-  EXPECT_EQ(check.corruptions, 0u) << check.output;
-  EXPECT_EQ(check.leaks, 0u) << check.output;
-}
-
-uint64_t AllocatedBytes(const std::string& path) {
-  struct stat st {};
-  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
-  return uint64_t(st.st_blocks) * 512;
-}
-
-void ExpectClean(const std::string& image) {
-  bexd::testing::CheckResult check = bexd::testing::QemuCheck(image);
-  EXPECT_EQ(check.exit_status, 0) << check.output;
   EXPECT_EQ(check.corruptions, 0u) << check.output;
   EXPECT_EQ(check.leaks, 0u) << check.output;
 }

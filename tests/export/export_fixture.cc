@@ -71,6 +71,19 @@ uint64_t FileSize(const std::string& path) {
   return static_cast<uint64_t>(st.st_size);
 }
 
+uint64_t AllocatedBytes(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path << ": " << std::strerror(errno);
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+std::string RunOrFail(const std::string& command) {
+  int status = 0;
+  std::string output = RunCommand(command, &status);
+  EXPECT_EQ(status, 0) << command << "\n" << output;
+  return output;
+}
+
 bool IsFuseMounted(const std::string& path) {
   absl::StatusOr<std::optional<MountEntry>> top = TopMountAt(path);
   EXPECT_TRUE(top.ok()) << top.status();

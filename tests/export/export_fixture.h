@@ -47,6 +47,11 @@ std::vector<uint8_t> ReadWholeFile(const std::string& path);
 // allocated on disk); returns the bytes.
 std::vector<uint8_t> WritePatternFile(const std::string& path, uint64_t size, uint32_t seed);
 uint64_t FileSize(const std::string& path);
+// Bytes of storage `path` takes (st_blocks), not its length.
+uint64_t AllocatedBytes(const std::string& path);
+// Runs `command` through the shell; its output. A test failure (with the output) unless it exits
+// with 0.
+std::string RunOrFail(const std::string& command);
 // Whether a FUSE file system is mounted on `path` now.
 bool IsFuseMounted(const std::string& path);
 

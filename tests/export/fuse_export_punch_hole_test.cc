@@ -4,7 +4,6 @@
 // Either way it succeeds and reads back as zeroes, through the mount and in the image.
 #include <fcntl.h>
 #include <linux/falloc.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,12 +19,6 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kImageSize = 8 * kMiB;
-
-uint64_t AllocatedBytes(const std::string& path) {
-  struct stat st {};
-  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path << ": " << std::strerror(errno);
-  return static_cast<uint64_t>(st.st_blocks) * 512;
-}
 
 class PunchHoleTest : public FuseExportTest,
                       public ::testing::WithParamInterface<block::DiscardMode> {};

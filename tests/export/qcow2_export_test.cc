@@ -38,18 +38,11 @@ constexpr uint64_t kMiB = 1 << 20;
 
 class Qcow2ExportTest : public FuseExportTest {
  protected:
-  // Runs a command that must succeed; its output.
-  std::string Run(const std::string& command) {
-    int status = 0;
-    std::string output = RunCommand(command, &status);
-    EXPECT_EQ(status, 0) << command << "\n" << output;
-    return output;
-  }
   std::string Path(const std::string& name) const { return scratch_.path() + "/" + name; }
   // What QEMU reads from `image`.
   std::vector<uint8_t> QemuRaw(const std::string& image) {
     const std::string raw = image + ".qemu-raw";
-    Run("qemu-img convert -O raw " + image + " " + raw);
+    RunOrFail("qemu-img convert -O raw " + image + " " + raw);
     std::vector<uint8_t> bytes = ReadWholeFile(raw);
     ::unlink(raw.c_str());
     return bytes;
@@ -62,8 +55,8 @@ class Qcow2ExportTest : public FuseExportTest {
   }
   // Writes `bytes` into the image at `offset` with qemu-io (the image's data comes from QEMU).
   void QemuWrite(const std::string& image, uint64_t offset, uint64_t bytes, int pattern) {
-    Run("qemu-io -f qcow2 -c 'write -P " + std::to_string(pattern) + " " + std::to_string(offset) +
-        " " + std::to_string(bytes) + "' " + image);
+    RunOrFail("qemu-io -f qcow2 -c 'write -P " + std::to_string(pattern) + " " +
+              std::to_string(offset) + " " + std::to_string(bytes) + "' " + image);
   }
   // Detaches a mount a killed daemon left behind.
   static void Detach(const std::string& mountpoint) {
@@ -90,7 +83,7 @@ std::vector<uint8_t> Pattern(size_t length, uint64_t offset, uint32_t seed) {
 // qcow2 image shows as a raw file at its own path, and writes through it land in the image.
 TEST_F(Qcow2ExportTest, QsdManualExampleRunsUnchanged) {
   const std::string image = Path("disk.qcow2");
-  Run("qemu-img create -f qcow2 " + image + " 64M");
+  RunOrFail("qemu-img create -f qcow2 " + image + " 64M");
   QemuWrite(image, 0, kMiB, 0x11);
   QemuWrite(image, 40 * kMiB + 512, 3 * 65536, 0x22);
   const std::vector<uint8_t> before = QemuRaw(image);
@@ -141,20 +134,22 @@ TEST_F(Qcow2ExportTest, QemuImagesReadAsQemuReadsThem) {
     if (image.compress) {
       // Data in a raw file, compressed by convert -c.
       const std::string raw = Path(image.name + ".src");
-      Run("qemu-img create -f raw " + raw + " 24M");
-      Run("qemu-io -f raw -c 'write -P 0x5a 0 5M' -c 'write -P 0 6M 1M' -c 'write -P 0x7b 9M "
+      RunOrFail("qemu-img create -f raw " + raw + " 24M");
+      RunOrFail(
+          "qemu-io -f raw -c 'write -P 0x5a 0 5M' -c 'write -P 0 6M 1M' -c 'write -P 0x7b 9M "
           "7M' " +
           raw);
       // Incompressible data too: compressed clusters must hold whole clusters either way.
-      Run("dd if=/dev/urandom of=" + raw + " bs=64k count=20 seek=300 conv=notrunc status=none");
-      Run("qemu-img convert -c -O qcow2 -o compression_type=" + image.compression_type + " " + raw +
-          " " + path);
+      RunOrFail("dd if=/dev/urandom of=" + raw +
+                " bs=64k count=20 seek=300 conv=notrunc status=none");
+      RunOrFail("qemu-img convert -c -O qcow2 -o compression_type=" + image.compression_type + " " +
+                raw + " " + path);
     } else {
-      Run("qemu-img create -f qcow2 " + image.create + " " + path + " 24M");
+      RunOrFail("qemu-img create -f qcow2 " + image.create + " " + path + " 24M");
       QemuWrite(path, 0, 65536, 1);
       QemuWrite(path, 3 * kMiB + 512, 2 * kMiB + 1024, 2);
       QemuWrite(path, 24 * kMiB - 4096, 4096, 3);
-      Run("qemu-io -f qcow2 -c 'write -z 3584k 64k' " + path);
+      RunOrFail("qemu-io -f qcow2 -c 'write -z 3584k 64k' " + path);
     }
     const std::string mountpoint = MakeMountpoint(image.name + ".mnt");
     const std::string node = "n" + std::to_string(mounts.size());
@@ -168,11 +163,11 @@ TEST_F(Qcow2ExportTest, QemuImagesReadAsQemuReadsThem) {
   // Internal snapshots: the active layer is what QEMU reads; the clusters the snapshot shares
   // are read in place.
   const std::string snap = Path("snap.qcow2");
-  Run("qemu-img create -f qcow2 " + snap + " 8M");
+  RunOrFail("qemu-img create -f qcow2 " + snap + " 8M");
   QemuWrite(snap, 0, 4 * kMiB, 0x31);
-  Run("qemu-img snapshot -c first " + snap);
+  RunOrFail("qemu-img snapshot -c first " + snap);
   QemuWrite(snap, kMiB, kMiB, 0x32);
-  Run("qemu-img snapshot -c second " + snap);
+  RunOrFail("qemu-img snapshot -c second " + snap);
   QemuWrite(snap, 6 * kMiB, 512, 0x33);
   const std::string snap_mount = MakeMountpoint("snap.mnt");
   args.insert(args.end(),
@@ -186,17 +181,17 @@ TEST_F(Qcow2ExportTest, QemuImagesReadAsQemuReadsThem) {
   // A backing chain three deep, named relative to each image's directory: base (raw), mid,
   // top, each overwriting part of the one below. bexd runs elsewhere, so only the header's
   // names lead to the files.
-  Run("mkdir -p " + Path("chain/sub"));
+  RunOrFail("mkdir -p " + Path("chain/sub"));
   const std::string base = Path("chain/sub/base.raw");
-  Run("qemu-img create -f raw " + base + " 16M");
-  Run("qemu-io -f raw -c 'write -P 0x41 0 16M' " + base);
+  RunOrFail("qemu-img create -f raw " + base + " 16M");
+  RunOrFail("qemu-io -f raw -c 'write -P 0x41 0 16M' " + base);
   const std::string mid = Path("chain/sub/mid.qcow2");
-  Run("qemu-img create -f qcow2 -b base.raw -F raw " + mid);
+  RunOrFail("qemu-img create -f qcow2 -b base.raw -F raw " + mid);
   QemuWrite(mid, 2 * kMiB, 4 * kMiB, 0x42);
   const std::string top = Path("chain/top.qcow2");
-  Run("qemu-img create -f qcow2 -b sub/mid.qcow2 -F qcow2 " + top);
+  RunOrFail("qemu-img create -f qcow2 -b sub/mid.qcow2 -F qcow2 " + top);
   QemuWrite(top, 3 * kMiB, 65536 + 512, 0x43);
-  Run("qemu-io -f qcow2 -c 'write -z 5M 64k' " + top);
+  RunOrFail("qemu-io -f qcow2 -c 'write -z 5M 64k' " + top);
   const std::string top_mount = MakeMountpoint("top.mnt");
   args.insert(args.end(),
               {"--blockdev", "driver=qcow2,node-name=top,file.driver=file,file.filename=" + top,
@@ -221,15 +216,15 @@ TEST_F(Qcow2ExportTest, QemuImagesReadAsQemuReadsThem) {
 TEST_F(Qcow2ExportTest, FioVerifiedWritesLeaveACleanEqualImage) {
   constexpr uint64_t kJobBytes = 16 * kMiB;
   const std::string base = Path("base.qcow2");
-  Run("qemu-img create -f qcow2 " + base + " 64M");
+  RunOrFail("qemu-img create -f qcow2 " + base + " 64M");
   QemuWrite(base, 0, 64 * kMiB, 0x66);
   for (bool backed : {false, true}) {
     for (std::string rw : {"randwrite", "write"}) {
       SCOPED_TRACE(std::string(backed ? "backed " : "fresh ") + rw);
       const std::string image = Path(std::string(backed ? "backed-" : "fresh-") + rw + ".qcow2");
-      Run("qemu-img create -f qcow2 " +
-          std::string(backed ? "-b base.qcow2 -F qcow2 " : "-o cluster_size=65536 ") + image +
-          " 64M");
+      RunOrFail("qemu-img create -f qcow2 " +
+                std::string(backed ? "-b base.qcow2 -F qcow2 " : "-o cluster_size=65536 ") + image +
+                " 64M");
       const std::string mountpoint = MakeMountpoint(rw + (backed ? "-backed.mnt" : "-fresh.mnt"));
       {
         Daemon daemon(
@@ -256,12 +251,12 @@ TEST_F(Qcow2ExportTest, FioVerifiedWritesLeaveACleanEqualImage) {
         EXPECT_NE(output.find("err= 0"), std::string::npos) << output;
         // What the mount shows, to compare the image with after the stop.
         const std::string shown = image + ".shown";
-        Run("dd if=" + mountpoint + " of=" + shown + " bs=1M status=none");
+        RunOrFail("dd if=" + mountpoint + " of=" + shown + " bs=1M status=none");
         EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
       }
       ASSERT_FALSE(IsFuseMounted(mountpoint));
       ExpectClean(image);
-      Run("qemu-img compare -f qcow2 -F raw " + image + " " + image + ".shown");
+      RunOrFail("qemu-img compare -f qcow2 -F raw " + image + " " + image + ".shown");
     }
   }
 }
@@ -275,11 +270,11 @@ TEST_F(Qcow2ExportTest, SigkillUnderWritesKeepsEveryFsyncedWrite) {
     SCOPED_TRACE(lazy ? "lazy-refcounts=on" : "lazy-refcounts=off");
     const std::string base = Path("kbase.qcow2");
     if (::access(base.c_str(), F_OK) != 0) {
-      Run("qemu-img create -f qcow2 " + base + " 128M");
+      RunOrFail("qemu-img create -f qcow2 " + base + " 128M");
       QemuWrite(base, 0, 128 * kMiB, 0x55);
     }
     const std::string image = Path(lazy ? "killed-lazy.qcow2" : "killed.qcow2");
-    Run("qemu-img create -f qcow2 -b kbase.qcow2 -F qcow2 " + image);
+    RunOrFail("qemu-img create -f qcow2 -b kbase.qcow2 -F qcow2 " + image);
     const std::string mountpoint = MakeMountpoint(lazy ? "killed-lazy.mnt" : "killed.mnt");
     Daemon daemon(
         {"--blockdev",
@@ -347,7 +342,7 @@ TEST_F(Qcow2ExportTest, SigkillUnderWritesKeepsEveryFsyncedWrite) {
 // page cache outlives the process).
 TEST_F(Qcow2ExportTest, FsyncWritesMetadataBackEvenWithCacheNoFlush) {
   const std::string image = Path("noflush.qcow2");
-  Run("qemu-img create -f qcow2 " + image + " 16M");
+  RunOrFail("qemu-img create -f qcow2 " + image + " 16M");
   const std::string mountpoint = MakeMountpoint("noflush.mnt");
   Daemon daemon(
       {"--blockdev",
@@ -368,7 +363,7 @@ TEST_F(Qcow2ExportTest, FsyncWritesMetadataBackEvenWithCacheNoFlush) {
 // Discard (discard=unmap) and write-zeroes through the mount, seen by qemu-img map afterwards.
 TEST_F(Qcow2ExportTest, DiscardAndWriteZeroesShowInQemuImgMap) {
   const std::string image = Path("map.qcow2");
-  Run("qemu-img create -f qcow2 " + image + " 16M");
+  RunOrFail("qemu-img create -f qcow2 " + image + " 16M");
   QemuWrite(image, 0, 16 * kMiB, 0x77);
   const std::string mountpoint = MakeMountpoint("map.mnt");
   {
@@ -387,7 +382,7 @@ TEST_F(Qcow2ExportTest, DiscardAndWriteZeroesShowInQemuImgMap) {
     EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
   }
   ExpectClean(image);
-  nlohmann::json map = nlohmann::json::parse(Run("qemu-img map --output=json " + image));
+  nlohmann::json map = nlohmann::json::parse(RunOrFail("qemu-img map --output=json " + image));
   auto zero_at = [&](uint64_t offset) {
     for (const nlohmann::json& extent : map) {
       const uint64_t start = extent["start"], length = extent["length"];
@@ -409,9 +404,9 @@ TEST_F(Qcow2ExportTest, DiscardAndWriteZeroesShowInQemuImgMap) {
 // (qemu-img info reads it, qemu-io cannot write it).
 TEST_F(Qcow2ExportTest, BackingChainIsLockedAsQemuLocksIt) {
   const std::string base = Path("lbase.qcow2");
-  Run("qemu-img create -f qcow2 " + base + " 8M");
+  RunOrFail("qemu-img create -f qcow2 " + base + " 8M");
   const std::string image = Path("ltop.qcow2");
-  Run("qemu-img create -f qcow2 -b lbase.qcow2 -F qcow2 " + image);
+  RunOrFail("qemu-img create -f qcow2 -b lbase.qcow2 -F qcow2 " + image);
   const std::string mountpoint = MakeMountpoint("lock.mnt");
   Daemon daemon({"--blockdev", "driver=qcow2,node-name=fmt,file.driver=file,file.filename=" + image,
                  "--export", "type=fuse,id=e0,node-name=fmt,writable=on,mountpoint=" + mountpoint});
@@ -420,13 +415,13 @@ TEST_F(Qcow2ExportTest, BackingChainIsLockedAsQemuLocksIt) {
   std::string output = RunCommand("qemu-img info " + image, &status);
   EXPECT_NE(status, 0) << output;
   EXPECT_NE(output.find("Failed to get shared \"write\" lock"), std::string::npos) << output;
-  Run("qemu-img info -U " + image);
-  Run("qemu-img info " + base);  // a reader shares the backing file
+  RunOrFail("qemu-img info -U " + image);
+  RunOrFail("qemu-img info " + base);  // a reader shares the backing file
   output = RunCommand("qemu-io -f qcow2 -c 'write 0 4k' " + base, &status);
   EXPECT_NE(status, 0) << output;
   EXPECT_NE(output.find("Failed to get \"write\" lock"), std::string::npos) << output;
   EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
-  Run("qemu-io -f qcow2 -c 'write 0 4k' " + base);  // free again
+  RunOrFail("qemu-io -f qcow2 -c 'write 0 4k' " + base);  // free again
 }
 
 // A growable export of a qcow2 image holding data, used as a file: `cp` (O_TRUNC) of a source
@@ -436,7 +431,7 @@ TEST_F(Qcow2ExportTest, BackingChainIsLockedAsQemuLocksIt) {
 // an image with data and the unaligned write.
 TEST_F(Qcow2ExportTest, GrowableExportIsReplacedByCpAndKeepsWholeSectors) {
   const std::string image = Path("grow.qcow2");
-  Run("qemu-img create -f qcow2 " + image + " 16M");
+  RunOrFail("qemu-img create -f qcow2 " + image + " 16M");
   QemuWrite(image, 0, 16 * kMiB, 0x61);
   const std::string mountpoint = MakeMountpoint("grow.mnt");
   const uint64_t source_size = kMiB + 4097;
@@ -519,7 +514,7 @@ bool WriteAsyncUntil(const std::string& path, uint64_t limit, int depth,
 // the export still serves everywhere, stops on SIGTERM, and QEMU finds the image clean.
 TEST_F(Qcow2ExportTest, ShrinksRacingGrowingWritesNeitherHangNorCorrupt) {
   const std::string image = Path("race.qcow2");
-  Run("qemu-img create -f qcow2 " + image + " 64M");
+  RunOrFail("qemu-img create -f qcow2 " + image + " 64M");
   const std::string mountpoint = MakeMountpoint("race.mnt");
   Daemon daemon({"--blockdev", "driver=qcow2,node-name=fmt,file.driver=file,file.filename=" + image,
                  "--export",
@@ -556,7 +551,7 @@ TEST_F(Qcow2ExportTest, ShrinksRacingGrowingWritesNeitherHangNorCorrupt) {
 // export of it is allowed.
 TEST_F(Qcow2ExportTest, WritableExportOfTheFileChildIsRefused) {
   const std::string image = Path("perm.qcow2");
-  Run("qemu-img create -f qcow2 " + image + " 8M");
+  RunOrFail("qemu-img create -f qcow2 " + image + " 8M");
   const std::string mountpoint = MakeMountpoint("perm.mnt");
   bexd::testing::RunResult result = bexd::testing::RunBexd(
       {"--blockdev", "driver=file,node-name=file0,filename=" + image, "--blockdev",

@@ -3,10 +3,7 @@
 // bexd serves the bytes (file node, discard=unmap, growable), qemu-io and qemu-img interpret the
 // qcow2 image through the mount, and must see what they see on the file itself.
 #include <signal.h>
-#include <sys/stat.h>
 
-#include <cerrno>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -17,20 +14,7 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-class QemuOverExportTest : public FuseExportTest {
- protected:
-  std::string Run(const std::string& command) {
-    int status = 0;
-    std::string output = RunCommand(command, &status);
-    EXPECT_EQ(status, 0) << command << "\n" << output;
-    return output;
-  }
-  static uint64_t AllocatedBytes(const std::string& path) {
-    struct stat st {};
-    EXPECT_EQ(::stat(path.c_str(), &st), 0) << path << ": " << std::strerror(errno);
-    return static_cast<uint64_t>(st.st_blocks) * 512;
-  }
-};
+using QemuOverExportTest = FuseExportTest;
 
 // iotest 250: QEMU tells a qcow2 image with preallocated metadata from a full one by comparing
 // its clusters with the file's st_blocks, and only then asks the file (SEEK_DATA) which clusters
@@ -38,22 +22,24 @@ class QemuOverExportTest : public FuseExportTest {
 // shrink must free on the file (du through the mount) what it frees on the file itself.
 TEST_F(QemuOverExportTest, PreallocatedQcow2MapsAndShrinksAsOnTheFile) {
   const std::string image = scratch_.path() + "/t.qcow2";
-  Run("qemu-img create -f qcow2 -o cluster_size=1M,preallocation=metadata " + image + " 2100M");
+  RunOrFail("qemu-img create -f qcow2 -o cluster_size=1M,preallocation=metadata " + image +
+            " 2100M");
   const std::string mountpoint = MakeMountpoint("fuse-t.qcow2");
   Daemon daemon({"--blockdev", "file,node-name=export-node,filename=" + image + ",discard=unmap",
                  "--export",
                  "fuse,id=fuse-export,node-name=export-node,mountpoint=" + mountpoint +
                      ",writable=on,growable=on,allow-other=off"});
   ASSERT_TRUE(daemon.WaitMounted(mountpoint));
-  Run("qemu-io -f qcow2 -c 'discard 0 10M' -c 'discard 2090M 10M' -c 'write 2090M 10M' "
+  RunOrFail(
+      "qemu-io -f qcow2 -c 'discard 0 10M' -c 'discard 2090M 10M' -c 'write 2090M 10M' "
       "-c 'write 0 10M' " +
       mountpoint);
 
   EXPECT_EQ(AllocatedBytes(mountpoint), AllocatedBytes(image)) << "du differs through the mount";
   const nlohmann::json through_mount =
-      nlohmann::json::parse(Run("qemu-img map -f qcow2 --output=json " + mountpoint));
+      nlohmann::json::parse(RunOrFail("qemu-img map -f qcow2 --output=json " + mountpoint));
   const nlohmann::json on_file =
-      nlohmann::json::parse(Run("qemu-img map -U -f qcow2 --output=json " + image));
+      nlohmann::json::parse(RunOrFail("qemu-img map -U -f qcow2 --output=json " + image));
   EXPECT_EQ(through_mount, on_file) << through_mount.dump(1);
   uint64_t data_bytes = 0;
   for (const nlohmann::json& extent : through_mount) {
@@ -65,13 +51,13 @@ TEST_F(QemuOverExportTest, PreallocatedQcow2MapsAndShrinksAsOnTheFile) {
       << "only the two written 10 MiB ranges hold data, the rest reads as zeroes";
 
   const uint64_t before = AllocatedBytes(mountpoint);
-  Run("qemu-img resize -f qcow2 --shrink " + mountpoint + " 5M");
+  RunOrFail("qemu-img resize -f qcow2 --shrink " + mountpoint + " 5M");
   // The 10 MiB at 2090M and the 5 MiB past 5M are discarded in one request of over 2 GiB (the
   // preallocated clusters lie between them in the file).
   EXPECT_EQ(before - AllocatedBytes(mountpoint), 15 * kMiB);
   EXPECT_EQ(AllocatedBytes(mountpoint), AllocatedBytes(image));
   EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
-  Run("qemu-img check -f qcow2 " + image);
+  RunOrFail("qemu-img check -f qcow2 " + image);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #
 #   tests/qemu-iotests/run.sh [--fmt qcow2|raw|...] [--quick] [--compare-qsd] [--out DIR] [TEST...]
 #
-# Without TEST, every iotest that supports the fuse protocol (about 15 minutes for qcow2).
+# Without TEST, every iotest that supports the fuse protocol (about 20 minutes for qcow2 here).
 # --quick: the list below, which `scripts/setup.sh test` (and so CI) runs for both formats.
 # --compare-qsd runs the same tests with qemu-storage-daemon too and fails if bexd fails a test
 # that QSD passes; without it, any failed test fails. Tests that need what Debian's QEMU lacks
