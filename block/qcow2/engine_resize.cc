@@ -78,13 +78,9 @@ Task<absl::Status> Engine::ResizeTask(uint64_t new_size) {
     co_return absl::UnimplementedError(fmt::format(
         "node '{}': cannot resize a version 2 image that has internal snapshots", name));
   }
-  if (new_size < old_size) {
-    if (!snapshots_.empty()) {
-      co_return absl::FailedPreconditionError(
-          fmt::format("node '{}': cannot shrink an image with internal snapshots", name));
-    }
-    co_return co_await ShrinkTask(new_size, old_size);
-  }
+  // A version 3 snapshot keeps its own size and its clusters' references, so a shrink frees only
+  // what the active layer alone used, as QEMU's does.
+  if (new_size < old_size) co_return co_await ShrinkTask(new_size, old_size);
 
   uint8_t bytes[8];
   StoreBe64(bytes, new_size);
