@@ -44,6 +44,9 @@ class Export {
     uint64_t opens = 0;       // passthrough opens since the export started
   };
   virtual std::optional<PassthroughStats> passthrough_stats() const { return std::nullopt; }
+  // A control command may have changed the node's size behind the client's back: drop what the
+  // client caches of the file's attributes, where the transport can. Control thread only.
+  virtual void DropCachedAttributes() {}
   // True once the export has ended on its own; `ended_reason()` then says why ("'/mnt' was
   // unmounted from outside").
   bool ended() const { return ended_.load(std::memory_order_acquire); }

@@ -298,7 +298,11 @@ absl::Status Daemon::ResizeNode(std::string_view node_name, int64_t size) {
     return absl::FailedPreconditionError(fmt::format("Node '{}' is read only", node_name));
   }
   // Every driver's message names the node already.
-  return entry->node->Truncate(static_cast<uint64_t>(size));
+  absl::Status status = entry->node->Truncate(static_cast<uint64_t>(size));
+  if (!status.ok()) return status;
+  // The nodes above this one may have changed size with it, so every export refreshes.
+  for (LiveExport& live : exports_) live.running->DropCachedAttributes();
+  return absl::OkStatus();
 }
 
 json Daemon::NamedBlockNodes(bool flat) const { return NamedBlockNodesJson(graph_, flat); }

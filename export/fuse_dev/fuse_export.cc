@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <linux/fuse.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -321,6 +323,25 @@ void FuseExport::TearDown() {
 }
 
 bool FuseExport::in_use() const { return session_->open_handles() > 0; }
+
+void FuseExport::DropCachedAttributes() {
+  // Under the teardown lock, so that the descriptor stays open while it is written to.
+  std::lock_guard lock(teardown_mutex_);
+  if (torn_down_ || queues_.empty()) return;
+  struct {
+    struct fuse_out_header header;
+    struct fuse_notify_inval_inode_out body;
+  } notice = {};
+  notice.header.len = sizeof(notice);
+  notice.header.error = FUSE_NOTIFY_INVAL_INODE;
+  notice.body.ino = session_->file_node_id();
+  notice.body.off = -1;  // the attributes only: the data the kernel caches is still valid
+  if (::write(queues_[0].transport->device(), &notice, sizeof(notice)) < 0) {
+    // Before INIT or after the connection ended there is nothing cached to drop.
+    log::Debug("export '{}': cannot drop the kernel's cached attributes: {}", id(),
+               std::strerror(errno));
+  }
+}
 
 std::optional<Export::PassthroughStats> FuseExport::passthrough_stats() const {
   const fuse::Passthrough* passthrough = session_->passthrough();

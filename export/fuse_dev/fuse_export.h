@@ -48,6 +48,9 @@ class FuseExport final : public Export {
   bool in_use() const override;
   std::vector<fuse::QueueStatsSnapshot> Stats() const override;
   std::optional<PassthroughStats> passthrough_stats() const override;
+  // Tells the kernel to fetch the file's attributes again, so that a stat right after a QMP
+  // resize shows the new size (the kernel otherwise keeps them for up to a second).
+  void DropCachedAttributes() override;
 
  private:
   FuseExport(const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
