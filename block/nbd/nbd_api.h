@@ -22,6 +22,7 @@ namespace bexd::block {
   X(nbd_aio_connect_tcp) \
   X(nbd_aio_connect_unix) \
   X(nbd_aio_disconnect) \
+  X(nbd_aio_in_flight) \
   X(nbd_aio_get_fd) \
   X(nbd_aio_get_direction) \
   X(nbd_aio_notify_read) \

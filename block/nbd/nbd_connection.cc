@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -65,7 +66,9 @@ absl::Status NbdConnection::SetUp(NbdHandle handle) {
       return absl::ErrnoToStatus(errno, "cannot watch the NBD connection's descriptors");
     }
   }
-  return Adopt(std::move(handle));
+  absl::Status status = Adopt(std::move(handle));
+  if (status.ok() && link_.connector != nullptr) link_.connector->Register(this);
+  return status;
 }
 
 absl::Status NbdConnection::Adopt(NbdHandle handle) {
@@ -78,7 +81,10 @@ absl::Status NbdConnection::Adopt(NbdHandle handle) {
   info_ = ReadServerInfo(handle_.get());
   max_payload_ =
       info_.max_payload == 0 ? kMaxDataCommand : std::min(info_.max_payload, kMaxDataCommand);
-  socket_fd_ = fd;
+  {
+    std::lock_guard lock(socket_mutex_);
+    socket_fd_ = fd;
+  }
   socket_events_ = EPOLLIN;
   return absl::OkStatus();
 }
@@ -100,7 +106,11 @@ void NbdConnection::Start(IoRequest* request) {
 void NbdConnection::Route(IoRequest* request) {
   switch (state_) {
     case State::kConnected:
-      Issue(request);
+      if (server_stopping_) {
+        held_.PushBack(request);
+      } else {
+        Issue(request);
+      }
       break;
     case State::kWaiting:
       held_.PushBack(request);
@@ -155,6 +165,7 @@ void NbdConnection::Issue(IoRequest* request) {
     }
     case IoOp::kFlush:
       if (info_.can_flush) {
+        state->flush_covers = link_.writes_acknowledged.load(std::memory_order_acquire);
         Send(request,
              [&] { return Nbd().nbd_aio_flush(handle, Completion(request, &OnCommandDone), 0); });
       }
@@ -289,6 +300,13 @@ int NbdConnection::OnCommandDone(void* user_data, int* error) {
   NbdRequestState* state = StateOf(request);
   if (*error == ENOTCONN) {
     state->lost = true;  // libnbd's error for commands cut off by a lost connection
+  } else if (*error == ESHUTDOWN) {
+    // The server is going away and took none of it: the next connection sends it again.
+    state->lost = true;
+    if (!state->connection->server_stopping_) {
+      state->connection->server_stopping_ = true;
+      state->connection->announce_stopping_ = true;
+    }
   } else if (*error != 0 && state->error == 0) {
     state->error = *error;
   }
@@ -400,8 +418,54 @@ void NbdConnection::Settle() {
       IssueFlushAfterWrite(request);
       continue;
     }
-    Finish(request, Outcome(request));
+    Finish(request, Acknowledge(request, Outcome(request)));
   }
+  if (server_stopping_) DisconnectFromStoppingServer();
+}
+
+int64_t NbdConnection::Acknowledge(IoRequest* request, int64_t result) {
+  if (!info_.can_flush || result < 0) return result;
+  switch (request->op) {
+    case IoOp::kWrite:
+    case IoOp::kWriteZeroes:
+      // A FUA write is durable already (with FUA, or with the flush sent after it).
+      if (!(request->flags & kIoFua)) {
+        link_.writes_acknowledged.fetch_add(1, std::memory_order_acq_rel);
+      }
+      return result;
+    case IoOp::kFlush: {
+      if (link_.writes_maybe_lost.exchange(false, std::memory_order_acq_rel)) {
+        log::Error(
+            "node '{}': a flush fails with EIO: writes the NBD server acknowledged before "
+            "a lost connection were never flushed, and it may have lost them",
+            link_.node_name);
+        return -EIO;
+      }
+      const uint64_t covers = StateOf(request)->flush_covers;
+      uint64_t flushed = link_.writes_flushed.load(std::memory_order_acquire);
+      while (flushed < covers && !link_.writes_flushed.compare_exchange_weak(
+                                     flushed, covers, std::memory_order_acq_rel)) {
+      }
+      return result;
+    }
+    default:
+      return result;
+  }
+}
+
+void NbdConnection::DisconnectFromStoppingServer() {
+  // The server waits for every client, so the node's idle connections must leave too.
+  if (announce_stopping_) {
+    announce_stopping_ = false;
+    if (link_.connector != nullptr) link_.connector->AnnounceServerStopping(this);
+  }
+  if (handle_ == nullptr || disconnect_sent_ || Nbd().nbd_aio_in_flight(handle_.get()) > 0) {
+    return;
+  }
+  // The server closes the connection once it has the request; the closed handle is then lost
+  // as any other.
+  disconnect_sent_ = true;
+  Nbd().nbd_aio_disconnect(handle_.get(), 0);
 }
 
 void NbdConnection::NoteLostReason() {
@@ -411,7 +475,18 @@ void NbdConnection::NoteLostReason() {
 
 void NbdConnection::LoseConnection() {
   static log::RateLimit lost;
-  if (Nbd().nbd_aio_is_closed(handle_.get())) lost_reason_ = "the server closed it";
+  if (disconnect_sent_ || cut_by_other_.exchange(false)) {
+    lost_reason_ = "the server is shutting down (NBD_ESHUTDOWN)";
+  } else if (Nbd().nbd_aio_is_closed(handle_.get())) {
+    lost_reason_ = "the server closed it";
+  }
+  server_stopping_ = false;
+  announce_stopping_ = false;
+  disconnect_sent_ = false;
+  if (info_.can_flush && link_.writes_acknowledged.load(std::memory_order_acquire) >
+                             link_.writes_flushed.load(std::memory_order_acquire)) {
+    link_.writes_maybe_lost.store(true, std::memory_order_release);
+  }
   const uint32_t delay = link_.options.reconnect_delay;
   log::Limited(lost, log::Level::kWarn, "node '{}': lost the connection to NBD server {} ({}); {}",
                link_.node_name, NbdAddress(link_.options),
@@ -420,7 +495,10 @@ void NbdConnection::LoseConnection() {
                          : std::string("requests fail with EIO until it is back"));
   lost_reason_.clear();
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, socket_fd_, nullptr);
-  socket_fd_ = -1;
+  {
+    std::lock_guard lock(socket_mutex_);
+    socket_fd_ = -1;
+  }
   handle_.reset();
   if (delay > 0) {
     state_ = State::kWaiting;
@@ -429,6 +507,8 @@ void NbdConnection::LoseConnection() {
     timerfd_settime(timer_fd_, 0, &expiry, nullptr);
   } else {
     state_ = State::kFailing;
+    // Held while a stopping server answered what it had.
+    while (IoRequest* request = held_.PopFront()) Finish(request, -EIO);
   }
   link_.connector->Request(this);
 }
@@ -442,6 +522,16 @@ void NbdConnection::DelayOver() {
                link_.node_name, NbdAddress(link_.options), link_.options.reconnect_delay);
   state_ = State::kFailing;
   while (IoRequest* request = held_.PopFront()) Finish(request, -EIO);
+}
+
+void NbdConnection::ServerStopping() {
+  // Not through libnbd, whose callbacks must run on this connection's thread: commands in flight
+  // fail as cut off and go again on the next connection, and an idle connection's thread finds
+  // the socket dead with its next request. The descriptor stays open until that thread closes it.
+  std::lock_guard lock(socket_mutex_);
+  if (socket_fd_ < 0) return;
+  cut_by_other_.store(true);
+  ::shutdown(socket_fd_, SHUT_RDWR);
 }
 
 void NbdConnection::Reconnected(NbdHandle handle) {

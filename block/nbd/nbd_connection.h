@@ -7,7 +7,11 @@
 //
 // When the server goes away, in-flight and new requests wait (held) for up to reconnect-delay
 // seconds while the node's NbdConnector connects again; a new connection re-sends them. Once the
-// delay is over they fail with EIO, and so does every new request until the server is back.
+// delay is over they fail with EIO, and so does every new request until the server is back. A
+// server that answers NBD_ESHUTDOWN (it is shutting down, and waits for its clients to leave) is
+// treated as going away: its commands are held, and once none is left in flight the connection
+// is closed with NBD_CMD_DISC and a new one is made. The node's other connections are cut at once
+// (their sockets shut down), since an idle one would otherwise keep the server waiting.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -15,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "block/io_request.h"
@@ -31,6 +36,14 @@ struct NbdNodeLink {
   NbdOptions options;
   NbdServerInfo opened;  // what the server offered when the node was opened
   NbdConnector* connector = nullptr;
+  // A server that can flush may keep acknowledged writes in volatile memory until a flush: writes
+  // it acknowledged without FUA, and how many of those the last successful flush covered. A
+  // connection lost while some were not covered may have taken them with it (the server may have
+  // crashed), so the next flush to complete fails with EIO instead of reporting them durable.
+  // Counted across the node's connections, since a flush on one covers writes on every one.
+  mutable std::atomic<uint64_t> writes_acknowledged{0};
+  mutable std::atomic<uint64_t> writes_flushed{0};
+  mutable std::atomic<bool> writes_maybe_lost{false};
 };
 
 class NbdConnection final : public NbdReconnectClient {
@@ -64,6 +77,7 @@ class NbdConnection final : public NbdReconnectClient {
   uint32_t in_flight() const { return in_flight_; }
 
   void Reconnected(NbdHandle handle) override;
+  void ServerStopping() override;
 
  private:
   enum class State {
@@ -91,6 +105,9 @@ class NbdConnection final : public NbdReconnectClient {
   void IssueFlushAfterWrite(IoRequest* request);
   void Finish(IoRequest* request, int64_t result);
   int64_t Outcome(IoRequest* request) const;
+  // Counts a write the server acknowledged, or notes what a flush made durable; a flush after a
+  // lost connection that may have taken acknowledged writes fails with EIO.
+  int64_t Acknowledge(IoRequest* request, int64_t result);
 
   // libnbd's callbacks; user_data is the request.
   static int OnCommandDone(void* user_data, int* error);
@@ -103,6 +120,9 @@ class NbdConnection final : public NbdReconnectClient {
   // Keeps libnbd's message for the failure that killed the connection, for the log.
   void NoteLostReason();
   void LoseConnection();
+  // After NBD_ESHUTDOWN: tells the node's other connections, and disconnects once the server has
+  // answered every command in flight.
+  void DisconnectFromStoppingServer();
   void DelayOver();
   void Install(NbdHandle handle);
   void WatchSocket();
@@ -122,6 +142,14 @@ class NbdConnection final : public NbdReconnectClient {
   uint32_t socket_events_ = 0;
   std::atomic<nbd_handle*> delivered_{nullptr};
   std::string lost_reason_;
+  // A command was answered with NBD_ESHUTDOWN: new requests wait for the next connection, the
+  // node's other connections are still to be told, NBD_CMD_DISC was sent.
+  bool server_stopping_ = false;
+  bool announce_stopping_ = false;
+  bool disconnect_sent_ = false;
+  // ServerStopping() shut the socket down from another thread; socket_fd_ changes under the lock.
+  std::atomic<bool> cut_by_other_{false};
+  std::mutex socket_mutex_;
 
   RequestList completed_;  // every command done (callbacks ran), to be sorted by Settle()
   RequestList held_;       // waiting for a reconnection

@@ -64,6 +64,19 @@ void NbdConnector::Request(NbdReconnectClient* client) {
 void NbdConnector::Withdraw(NbdReconnectClient* client) {
   std::lock_guard lock(mutex_);
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), client), waiting_.end());
+  registered_.erase(std::remove(registered_.begin(), registered_.end(), client), registered_.end());
+}
+
+void NbdConnector::Register(NbdReconnectClient* client) {
+  std::lock_guard lock(mutex_);
+  registered_.push_back(client);
+}
+
+void NbdConnector::AnnounceServerStopping(NbdReconnectClient* from) {
+  std::lock_guard lock(mutex_);
+  for (NbdReconnectClient* client : registered_) {
+    if (client != from) client->ServerStopping();
+  }
 }
 
 void NbdConnector::Loop() {

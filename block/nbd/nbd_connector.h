@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "block/nbd/nbd_handle.h"
 #include "block/options.h"
@@ -21,6 +22,9 @@ class NbdReconnectClient {
  public:
   // Runs on the connector's thread, under its lock: store the handle and wake the owner.
   virtual void Reconnected(NbdHandle handle) = 0;
+  // Runs on another connection's thread, under the connector's lock: that connection learned
+  // that the server is shutting down, which waits until every client has disconnected.
+  virtual void ServerStopping() = 0;
 
  protected:
   ~NbdReconnectClient() = default;
@@ -41,6 +45,10 @@ class NbdConnector {
   void Request(NbdReconnectClient* client);
   // Once this returns, the connector will not call `client` again.
   void Withdraw(NbdReconnectClient* client);
+  // Every connection of the node, for AnnounceServerStopping().
+  void Register(NbdReconnectClient* client);
+  // Tells every registered connection but `from` that the server is shutting down.
+  void AnnounceServerStopping(NbdReconnectClient* from);
 
  private:
   void Loop();
@@ -55,6 +63,7 @@ class NbdConnector {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<NbdReconnectClient*> waiting_;
+  std::vector<NbdReconnectClient*> registered_;
   bool stopping_ = false;
   std::thread thread_;  // started by the first Request
 };

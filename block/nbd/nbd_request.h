@@ -24,6 +24,8 @@ struct NbdRequestState : RequestLink {
   bool lost = false;         // a command was cut off by the loss of the connection
   bool flush_after = false;  // a FUA write to a server without FUA: flush once the write is done
   bool extent_seen = false;  // block status: the server described the first extent
+  // A flush: the node's writes_acknowledged when it was sent, which it makes durable.
+  uint64_t flush_covers = 0;
   uint32_t extent_length = 0;
   uint32_t extent_flags = 0;
 };

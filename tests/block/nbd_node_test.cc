@@ -454,6 +454,9 @@ TEST_P(NbdReconnectTest, WithinTheDelayRequestsWaitForTheServer) {
   ASSERT_NE(queue, nullptr);
   std::vector<unsigned char> data = Pattern(kMiB, 7);
   ASSERT_EQ(WriteAt(*queue, data.data(), data.size(), 0), int64_t(kMiB));
+  // Flushed, so that the loss of the server cannot have taken it (the flush at the end would
+  // fail).
+  ASSERT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
 
   server->Kill();
   std::vector<unsigned char> more = Pattern(kMiB, 8);

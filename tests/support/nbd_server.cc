@@ -72,6 +72,24 @@ void NbdServer::Kill() {
   ::unlink(pid_file_.c_str());
 }
 
+void NbdServer::Terminate() {
+  if (pid_ > 0) ::kill(pid_, SIGTERM);
+}
+
+bool NbdServer::WaitExit(std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (pid_ > 0) {
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+      pid_ = -1;
+      ::unlink(pid_file_.c_str());
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 bool HaveProgram(const std::string& program) {
   return std::system(("command -v '" + program + "' >/dev/null 2>&1").c_str()) == 0;
 }

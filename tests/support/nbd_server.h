@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,11 @@ class NbdServer {
   bool Start();
   // SIGKILL and reap: the server goes away without a word, as in a crash.
   void Kill();
+  // SIGTERM, as `systemctl stop` sends: the server shuts down cleanly, which may mean waiting for
+  // its clients to disconnect. Returns at once.
+  void Terminate();
+  // Reaps the server if it exits within `limit`; false if it is still running.
+  bool WaitExit(std::chrono::seconds limit);
   bool running() const { return pid_ > 0; }
   const std::string& why_not() const { return why_not_; }
 
