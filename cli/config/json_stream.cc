@@ -12,6 +12,11 @@ namespace {
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
+bool IsStructural(char c) {
+  return c == '{' || c == '}' || c == '[' || c == ']' || c == ',' || c == ':' || c == '"' ||
+         c == '\'';
+}
+
 }  // namespace
 
 std::optional<absl::StatusOr<std::string>> JsonStream::Next() {
@@ -29,17 +34,28 @@ void JsonStream::Keep(std::string_view text) {
 }
 
 std::optional<absl::StatusOr<std::string>> JsonStream::Scan(char c) {
+  bool complete = false;
   if (state_ == State::kBetween) {
     if (IsSpace(c)) return std::nullopt;
-    state_ = c == '{' || c == '[' ? State::kValue : State::kLine;
+    // A string is a value of its own too; a stray closing bracket, comma or colon is one token.
+    state_ = IsStructural(c) ? State::kValue : State::kWord;
+    complete = c == '}' || c == ']' || c == ',' || c == ':';
+  }
+  if (state_ == State::kWord && (IsSpace(c) || IsStructural(c))) {
+    // The word ends before `c`, which starts what comes next.
+    --scanned_;
+    state_ = State::kBetween;
+    message_bytes_ = 0;
+    std::optional<absl::StatusOr<std::string>> result;
+    if (!std::exchange(skipping_, false)) result = std::exchange(message_, {});
+    return result;
   }
   ++message_bytes_;
-  bool complete = false;
   switch (state_) {
     case State::kBetween:
-    case State::kLine:
+      break;
+    case State::kWord:
       Keep(std::string_view(&c, 1));
-      complete = c == '\n';
       break;
     case State::kValue:
       if (c == '"' || c == '\'') {
@@ -49,7 +65,7 @@ std::optional<absl::StatusOr<std::string>> JsonStream::Scan(char c) {
         break;
       }
       if (c == '{' || c == '[') ++depth_;
-      if (c == '}' || c == ']') complete = --depth_ == 0;
+      if ((c == '}' || c == ']') && depth_ > 0) complete = --depth_ == 0;
       Keep(std::string_view(&c, 1));
       break;
     case State::kString:
@@ -58,6 +74,7 @@ std::optional<absl::StatusOr<std::string>> JsonStream::Scan(char c) {
       } else if (c == quote_) {
         state_ = State::kValue;
         Keep("\"");
+        complete = depth_ == 0;
       } else if (c == '"') {
         Keep("\\\"");  // a double quote inside single quotes
       } else {

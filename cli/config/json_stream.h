@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Splits the byte stream of a QMP connection into JSON messages, as QEMU's JSON streamer does. A
 // message is a balanced {...} or [...] (strings and escapes respected, so brackets inside strings
-// do not count), or, for anything else, the rest of the line, which the caller then reports as an
-// error.
+// do not count), or a value or token outside them: a string, a word (a number, a literal, or
+// garbage) up to the next space or structural character, or a stray `}`, `]`, `,` or `:`. The
+// caller reports those as errors, one for each, and the messages after them on the same line
+// are still served, as QEMU serves them.
 //
 // The limits are enforced here, while scanning, before anything is parsed into a tree: a message
 // nested deeper than kMaxJsonDepth or longer than the byte limit is refused, and the rest of it
-// is skipped without being kept, up to where its brackets balance (or the line ends), so the
+// is skipped without being kept, up to where its brackets balance (or the word ends), so the
 // connection stays usable for the next message.
 //
 // Strings in single quotes, which QEMU's parser accepts and iotests send, are rewritten into
@@ -33,7 +35,7 @@ class JsonStream {
   size_t buffered_bytes() const { return input_.size() - scanned_ + message_.size(); }
 
  private:
-  enum class State { kBetween, kLine, kValue, kString, kStringEscape };
+  enum class State { kBetween, kWord, kValue, kString, kStringEscape };
 
   // Scans one byte: a complete message, the error that refuses the current one, or nullopt.
   std::optional<absl::StatusOr<std::string>> Scan(char c);

@@ -38,10 +38,19 @@ TEST(JsonStreamTest, WaitsForTheRestOfAMessage) {
   EXPECT_EQ(Drain(stream), std::vector<std::string>{"{\"execute\":\"quit\", \"id\": \"}{\\\"\"}"});
 }
 
-TEST(JsonStreamTest, GarbageIsOneLine) {
+// As QEMU's streamer: every value or token outside brackets is a message of its own (which the
+// caller refuses), so a request after it on the same line is still served.
+TEST(JsonStreamTest, ValuesAndTokensOutsideBracketsAreMessagesOfTheirOwn) {
   JsonStream stream(1 << 20);
-  stream.Append("hello world\n{\"a\":1}\n");
-  EXPECT_EQ(Drain(stream), (std::vector<std::string>{"hello world\n", "{\"a\":1}"}));
+  stream.Append("hello world\n{\"a\":1}\n\"str\"{\"b\":2}123 [3]-1.5e3{\"c\":4}'x'} ,:null\n");
+  EXPECT_EQ(Drain(stream), (std::vector<std::string>{"hello", "world", "{\"a\":1}", "\"str\"",
+                                                     "{\"b\":2}", "123", "[3]", "-1.5e3",
+                                                     "{\"c\":4}", "\"x\"", "}", ",", ":", "null"}));
+  // A word is complete only once something follows it.
+  stream.Append("tru");
+  EXPECT_EQ(Drain(stream), std::vector<std::string>{});
+  stream.Append("e{}");
+  EXPECT_EQ(Drain(stream), (std::vector<std::string>{"true", "{}"}));
 }
 
 TEST(JsonStreamTest, ManyPipelinedMessages) {

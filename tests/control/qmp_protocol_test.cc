@@ -62,7 +62,7 @@ TEST_F(ControlTest, MalformedRequestsGetErrorsAndTheClientStays) {
        "The command no-such-command has not been found"},
       {R"({"execute": "query-block-exports", "arguments": {"x": 1}})", "GenericError",
        "x: unknown option"},
-      {"this is not json\n", "GenericError", ""},
+      {"not-json\n", "GenericError", ""},
       {"{\"execute\": \"\xff\xfe\"}", "GenericError", ""},
       {"{\"execute\": \"query-version\", \"id\": \"\xc3\x28\"}", "GenericError", ""},
   };
@@ -83,6 +83,16 @@ TEST_F(ControlTest, MalformedRequestsGetErrorsAndTheClientStays) {
   json reply = client->ReadReply();
   EXPECT_EQ(reply["id"], 3);
   EXPECT_EQ(reply["return"]["package"], "bexd " BEXD_VERSION);
+  // As QEMU: a value or word outside an object gets its own error, and what follows it on the
+  // same line is still served.
+  client->SendRaw(R"("str"{"execute":"query-version","id":4}-7 oops {"execute":"query-version",)"
+                  R"("id":5})"
+                  "\n");
+  EXPECT_EQ(ErrorDesc(client->ReadReply()), "QMP input must be a JSON object");
+  EXPECT_EQ(client->ReadReply()["id"], 4);
+  EXPECT_EQ(ErrorDesc(client->ReadReply()), "QMP input must be a JSON object");
+  EXPECT_EQ(ErrorClass(client->ReadReply()), "GenericError");
+  EXPECT_EQ(client->ReadReply()["id"], 5);
 }
 
 // Over 1 MiB, a request is refused at once and the rest of it skipped; its client stays.
