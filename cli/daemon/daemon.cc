@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 #include <variant>
 
 #include "block/rbd/secret_store.h"
@@ -17,6 +19,20 @@ namespace bexd::cli {
 namespace {
 
 using nlohmann::json;
+
+// How long a safe delete waits for the releases of files already closed: the kernel sends FUSE
+// RELEASE in the background after close() has returned.
+constexpr std::chrono::milliseconds kReleaseGrace{500};
+
+// True if the export is still open once kReleaseGrace has passed.
+bool InUseAfterReleases(const exports::Export& running) {
+  const auto deadline = std::chrono::steady_clock::now() + kReleaseGrace;
+  while (!running.ended() && running.in_use()) {
+    if (std::chrono::steady_clock::now() >= deadline) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
 
 // Paths are compared in this form, so two spellings of one file count as one.
 std::string CanonicalPath(const std::string& path) {
@@ -189,7 +205,7 @@ absl::Status Daemon::DeleteExport(std::string_view id, ExportDeleteMode mode) {
   }
   // An ended export keeps counting the files open when its connection went, and none of them
   // can reach it any more.
-  if (mode == ExportDeleteMode::kSafe && !it->running->ended() && it->running->in_use()) {
+  if (mode == ExportDeleteMode::kSafe && InUseAfterReleases(*it->running)) {
     return absl::FailedPreconditionError(
         fmt::format("export '{}' is in use; close it first or use mode=hard", id));
   }

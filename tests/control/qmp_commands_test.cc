@@ -168,6 +168,29 @@ TEST_F(ControlTest, SafeDeleteRefusesWhileOpenHardDeleteRemoves) {
   EXPECT_EQ(Success(client->Execute("blockdev-del", {{"node-name", "disk0"}})), "");
 }
 
+// The kernel sends FUSE RELEASE in the background after close() has returned: a script that
+// closes the file and then deletes the export (as it would with QSD, which never refuses) must
+// not be refused for a release still on its way.
+TEST_F(ControlTest, SafeDeleteRightAfterTheLastCloseSucceeds) {
+  StartDaemon();
+  auto client = Connect();
+  client->Negotiate();
+  ASSERT_EQ(Success(client->Execute("block-export-del", {{"id", "exp0"}})), "");
+  ASSERT_TRUE(client->WaitEvent("BLOCK_EXPORT_DELETED").has_value());
+  for (int round = 0; round < 30; ++round) {
+    ASSERT_EQ(
+        Success(client->Execute("block-export-add", FuseExport("exp0", "disk0", mountpoint_))), "");
+    int fd = ::open(mountpoint_.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    ASSERT_EQ(::pwrite(fd, "bexd", 4, 0), 4);
+    ASSERT_EQ(::fsync(fd), 0);
+    ASSERT_EQ(::close(fd), 0);
+    ASSERT_EQ(Success(client->Execute("block-export-del", {{"id", "exp0"}})), "")
+        << "round " << round;
+    ASSERT_TRUE(client->WaitEvent("BLOCK_EXPORT_DELETED").has_value());
+  }
+}
+
 TEST_F(ControlTest, TwoClientsSeeEachOthersChanges) {
   StartDaemon();
   auto first = Connect();
