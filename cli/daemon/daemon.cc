@@ -24,6 +24,10 @@ using nlohmann::json;
 // RELEASE in the background after close() has returned.
 constexpr std::chrono::milliseconds kReleaseGrace{500};
 
+// How long block-export-del waits for the export to stop before it replies and lets it stop in the
+// background.
+constexpr std::chrono::milliseconds kDeleteWait{1000};
+
 // True if the export is still open once kReleaseGrace has passed.
 bool InUseAfterReleases(const exports::Export& running) {
   const auto deadline = std::chrono::steady_clock::now() + kReleaseGrace;
@@ -203,27 +207,60 @@ absl::Status Daemon::DeleteExport(std::string_view id, ExportDeleteMode mode) {
   if (it == exports_.end()) {
     return absl::NotFoundError(fmt::format("Export '{}' is not found", id));
   }
+  if (it->deleting()) {
+    return absl::FailedPreconditionError(fmt::format("Export '{}' is already shutting down", id));
+  }
   // An ended export keeps counting the files open when its connection went, and none of them
   // can reach it any more.
   if (mode == ExportDeleteMode::kSafe && InUseAfterReleases(*it->running)) {
     return absl::FailedPreconditionError(
         fmt::format("export '{}' is in use; close it first or use mode=hard", id));
   }
-  std::string deleted_id = it->spec.options.id;
-  RemoveExport(it);
-  log::Info("export '{}' removed", deleted_id);
-  if (export_deleted_) export_deleted_(deleted_id);
+  it->stopped = std::make_shared<std::atomic<bool>>(false);
+  try {
+    it->stopper =
+        std::thread([running = it->running.get(), stopped = it->stopped, done = export_ended_] {
+          running->Stop();
+          stopped->store(true, std::memory_order_release);
+          if (done) done();
+        });
+  } catch (const std::system_error&) {
+    // No thread to spare: stop it here, as the only way left.
+    it->running->Stop();
+    it->stopped->store(true, std::memory_order_release);
+  }
+  // Most exports stop within milliseconds: then the export is gone (and announced) before the
+  // reply, so that a script may delete its node next. Storage that does not answer leaves it
+  // shutting down in the background.
+  const std::shared_ptr<std::atomic<bool>> stopped = it->stopped;
+  const auto deadline = std::chrono::steady_clock::now() + kDeleteWait;
+  while (!stopped->load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (stopped->load(std::memory_order_acquire)) {
+    RemoveEndedExports();
+  } else {
+    log::Warn(
+        "export '{}' is still stopping after {} ms (its node has not finished the requests "
+        "in flight or the flush); it is removed once it has",
+        id, kDeleteWait.count());
+  }
   return absl::OkStatus();
 }
 
 void Daemon::RemoveEndedExports() {
   for (auto it = exports_.begin(); it != exports_.end();) {
-    if (!it->running->ended()) {
+    const bool deleted = it->deleting() && it->stopped->load(std::memory_order_acquire);
+    if (!deleted && (it->deleting() || !it->running->ended())) {
       ++it;
       continue;
     }
     std::string id = it->spec.options.id;
-    log::Warn("export '{}' ended on its own ({}); removed it", id, it->running->ended_reason());
+    if (deleted) {
+      log::Info("export '{}' removed", id);
+    } else {
+      log::Warn("export '{}' ended on its own ({}); removed it", id, it->running->ended_reason());
+    }
     // Joins the queue threads (the last one may still be returning from the ended callback), so
     // the export is destroyed here, never on one of its own threads.
     it = RemoveExport(it);
@@ -234,6 +271,7 @@ void Daemon::RemoveEndedExports() {
 std::vector<Daemon::LiveExport>::iterator Daemon::RemoveExport(
     std::vector<LiveExport>::iterator it) {
   it->running->Stop();
+  if (it->stopper.joinable()) it->stopper.join();
   std::string node_name = it->spec.options.node_name;
   std::string id = it->spec.options.id;
   it = exports_.erase(it);
@@ -316,8 +354,11 @@ absl::Status Daemon::ResizeNode(std::string_view node_name, int64_t size) {
   // Every driver's message names the node already.
   absl::Status status = entry->node->Truncate(static_cast<uint64_t>(size));
   if (!status.ok()) return status;
-  // The nodes above this one may have changed size with it, so every export refreshes.
-  for (LiveExport& live : exports_) live.running->DropCachedAttributes();
+  // The nodes above this one may have changed size with it, so every export refreshes (but those
+  // being deleted, whose stop may hold what that takes).
+  for (LiveExport& live : exports_) {
+    if (!live.deleting()) live.running->DropCachedAttributes();
+  }
   return absl::OkStatus();
 }
 
@@ -331,7 +372,7 @@ json Daemon::BlockExports() const {
     exports.push_back({{"type", live.running->type()},
                        {"id", live.spec.options.id},
                        {"node-name", live.spec.options.node_name},
-                       {"shutting-down", live.running->ended()}});
+                       {"shutting-down", live.deleting() || live.running->ended()}});
   }
   return exports;
 }

@@ -8,12 +8,14 @@
 #include <absl/status/statusor.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "block/block_node.h"
@@ -65,8 +67,13 @@ class Daemon {
   // only on a writable node.
   absl::Status CheckNewExports(std::span<const ExportSpec> specs) const;
   absl::Status AddExport(const ExportSpec& spec);
+  // Starts removing the export, as QEMU's block-export-del: it stops on a thread of its own
+  // (draining and flushing may wait for slow storage), and RemoveEndedExports() forgets and
+  // announces it once that is done. Until then it is listed as shutting down and keeps its id,
+  // mountpoint and node.
   absl::Status DeleteExport(std::string_view id, ExportDeleteMode mode);
-  // Stops and forgets every export that ended on its own, announcing each as DeleteExport does.
+  // Forgets every export that ended on its own or whose deletion has stopped it, announcing each
+  // (BLOCK_EXPORT_DELETED).
   void RemoveEndedExports();
   // Stops every export, newest first (drain, flush, unmount), then forgets them; with
   // `announce`, each as DeleteExport does (QSD's BLOCK_EXPORT_DELETED at quit and on signals).
@@ -82,8 +89,9 @@ class Daemon {
   void set_export_deleted_callback(std::function<void(const std::string&)> callback) {
     export_deleted_ = std::move(callback);
   }
-  // Called on an export's own thread when it ends on its own (exports::Export::EndedFn); it must
-  // get RemoveEndedExports() run on the main thread. Set it before adding exports.
+  // Called on an export's own thread when it ends on its own (exports::Export::EndedFn), and on a
+  // deletion's thread when it has stopped the export; it must get RemoveEndedExports() run on the
+  // main thread. Set it before adding exports.
   void set_export_ended_callback(exports::Export::EndedFn callback) {
     export_ended_ = std::move(callback);
   }
@@ -96,6 +104,10 @@ class Daemon {
   struct LiveExport {
     ExportSpec spec;
     std::unique_ptr<exports::Export> running;
+    // Deletion: the thread that stops the export, and whether it is done.
+    std::thread stopper;
+    std::shared_ptr<std::atomic<bool>> stopped;
+    bool deleting() const { return stopped != nullptr; }
   };
 
   const LiveExport* FindExport(std::string_view id) const;

@@ -2,6 +2,7 @@
 // QMP commands against a real bexd: nodes and exports come and go while fio keeps running on
 // another export with no error, every error path returns the right class, events reach clients.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "tests/control/control_fixture.h"
+#include "tests/support/nbd_server.h"
 
 namespace bexd::testing {
 namespace {
@@ -189,6 +191,66 @@ TEST_F(ControlTest, SafeDeleteRightAfterTheLastCloseSucceeds) {
         << "round " << round;
     ASSERT_TRUE(client->WaitEvent("BLOCK_EXPORT_DELETED").has_value());
   }
+}
+
+// A stop that waits for storage (an NBD server that stopped answering, with a write in flight)
+// does not hold the control socket, as in QEMU: block-export-del replies, the export is listed as
+// shutting down, other commands are served, and once the storage answers the export is removed
+// and announced.
+TEST_F(ControlTest, DeletingAnExportWhoseStorageHangsDoesNotHoldTheControlSocket) {
+  if (!HaveProgram("nbdkit")) GTEST_SKIP() << "nbdkit is missing";
+  StartDaemon();
+  auto client = Connect();
+  client->Negotiate();
+  const std::string image = Path("nbd.img");
+  ASSERT_EQ(::close(::open(image.c_str(), O_CREAT | O_WRONLY, 0644)), 0);
+  ASSERT_EQ(::truncate(image.c_str(), 16 << 20), 0);
+  NbdServer server({"nbdkit", "-f", "-U", Path("nbd.sock"), "-P", Path("nbd.pid"), "file", image},
+                   Path("nbd.pid"), Path("nbd.log"), Path("nbd.sock"));
+  ASSERT_TRUE(server.Start()) << server.why_not();
+  ASSERT_EQ(Success(client->Execute("blockdev-add",
+                                    {{"driver", "nbd"},
+                                     {"node-name", "nbd0"},
+                                     {"server", {{"type", "unix"}, {"path", Path("nbd.sock")}}}})),
+            "");
+  const std::string mountpoint = Path("nbd-mnt");
+  ASSERT_EQ(::close(::open(mountpoint.c_str(), O_CREAT | O_WRONLY, 0644)), 0);
+  ASSERT_EQ(Success(client->Execute("block-export-add", FuseExport("exp1", "nbd0", mountpoint))),
+            "");
+
+  server.Signal(SIGSTOP);
+  std::thread writer([&] {
+    int fd = ::open(mountpoint.c_str(), O_WRONLY);
+    if (fd < 0) return;
+    // Fails (the export is removed under it) or succeeds; either way only once the server is back.
+    [[maybe_unused]] ssize_t written = ::pwrite(fd, "hang", 4, 0);
+    ::fsync(fd);
+    ::close(fd);
+  });
+  // The write reaches the export, whose request to the server cannot be answered.
+  ASSERT_TRUE(WaitFor([&] {
+    json stats = client->Execute("x-query-export-stats", {{"id", "exp1"}})["return"];
+    return !stats.empty() && stats[0]["total"]["in-flight"].get<uint64_t>() > 0;
+  }));
+  ASSERT_EQ(Success(client->Execute("block-export-del", {{"id", "exp1"}, {"mode", "hard"}})), "");
+  json exports = client->Execute("query-block-exports")["return"];
+  ASSERT_EQ(exports.size(), 2u) << exports;
+  EXPECT_EQ(exports[0]["id"], "exp1");
+  EXPECT_EQ(exports[0]["shutting-down"], true);
+  EXPECT_EQ(ErrorDesc(client->Execute("block-export-del", {{"id", "exp1"}, {"mode", "hard"}})),
+            "Export 'exp1' is already shutting down");
+  EXPECT_EQ(ErrorDesc(client->Execute("blockdev-del", {{"node-name", "nbd0"}})),
+            "Node nbd0 is in use");
+  EXPECT_EQ(ErrorClass(client->Execute("query-version")), "");
+
+  server.Signal(SIGCONT);
+  std::optional<json> event = client->WaitEvent("BLOCK_EXPORT_DELETED");
+  ASSERT_TRUE(event.has_value());
+  EXPECT_EQ((*event)["data"]["id"], "exp1");
+  writer.join();
+  EXPECT_FALSE(IsMounted(mountpoint));
+  EXPECT_EQ(client->Execute("query-block-exports")["return"].size(), 1u);
+  EXPECT_EQ(Success(client->Execute("blockdev-del", {{"node-name", "nbd0"}})), "");
 }
 
 TEST_F(ControlTest, TwoClientsSeeEachOthersChanges) {

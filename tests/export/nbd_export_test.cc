@@ -433,7 +433,7 @@ TEST_P(NbdServerStopTest, AServerShuttingDownIsLeftAndTheNextOneServes) {
     if (fd >= 0) ::close(fd);
   });
   ASSERT_TRUE(WaitFor([&] { return reads > 0; }, std::chrono::seconds(20)));
-  server->Terminate();
+  server->Signal(SIGTERM);
   EXPECT_TRUE(server->WaitExit(std::chrono::seconds(20)))
       << "the stopping server still waits for bexd to disconnect";
   ASSERT_TRUE(server->Start()) << server->why_not();

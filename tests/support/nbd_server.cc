@@ -72,8 +72,8 @@ void NbdServer::Kill() {
   ::unlink(pid_file_.c_str());
 }
 
-void NbdServer::Terminate() {
-  if (pid_ > 0) ::kill(pid_, SIGTERM);
+void NbdServer::Signal(int signal) {
+  if (pid_ > 0) ::kill(pid_, signal);
 }
 
 bool NbdServer::WaitExit(std::chrono::seconds limit) {

@@ -29,9 +29,9 @@ class NbdServer {
   bool Start();
   // SIGKILL and reap: the server goes away without a word, as in a crash.
   void Kill();
-  // SIGTERM, as `systemctl stop` sends: the server shuts down cleanly, which may mean waiting for
-  // its clients to disconnect. Returns at once.
-  void Terminate();
+  // Sends `signal` and returns: SIGTERM (as `systemctl stop` sends) shuts the server down
+  // cleanly, which may mean waiting for its clients to disconnect; SIGSTOP makes it hang.
+  void Signal(int signal);
   // Reaps the server if it exits within `limit`; false if it is still running.
   bool WaitExit(std::chrono::seconds limit);
   bool running() const { return pid_ > 0; }
