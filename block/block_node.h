@@ -72,6 +72,9 @@ struct Capabilities {
   // kIoFua makes the write itself durable. False: a write that must be durable needs a kFlush
   // after it.
   bool fua = true;
+  // kAllocate reserves storage (or has none to reserve: thin remote images). False: it answers
+  // EOPNOTSUPP, so users refuse a reservation before changing anything else.
+  bool allocate = true;
   // Truncate() can change the size. False: it always fails, so users refuse size changes up
   // front.
   bool resize = true;

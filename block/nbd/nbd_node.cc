@@ -83,6 +83,7 @@ Capabilities NbdNode::capabilities() const {
       !read_only_ && offered.can_trim && link_.options.discard == DiscardMode::kUnmap;
   capabilities.block_status = offered.block_status;
   capabilities.flush = !read_only_ && offered.can_flush;
+  capabilities.allocate = false;  // NBD cannot reserve space on the server
   capabilities.resize = false;
   return capabilities;
 }

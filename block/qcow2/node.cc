@@ -144,8 +144,11 @@ Capabilities Qcow2Node::capabilities() const {
   // Flush writes the metadata caches back, which only a flush or close does, so it is needed even
   // when the file child gave durability up (cache.no-flush).
   capabilities.flush = writable;
-  // Shrinking frees the clusters past the new end; internal snapshots forbid it (Truncate says
-  // why). The header keeps QEMU's rule of sizes in whole sectors.
+  // Reserving clusters without writing them would need copy-on-write from the backing file (as
+  // QEMU, no).
+  capabilities.allocate = false;
+  // Shrinking frees the clusters past the new end; a version 2 image with internal snapshots
+  // refuses any resize (Truncate says why). The header keeps QEMU's rule of sizes in whole sectors.
   capabilities.resize = writable;
   capabilities.size_alignment = kSizeAlignment;
   return capabilities;

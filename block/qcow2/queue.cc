@@ -123,8 +123,7 @@ void Qcow2Queue::Submit(IoRequest* request) {
       ToEngine(request);
       return;
     case IoOp::kAllocate:
-      // Reserving clusters without writing them would need copy-on-write from the backing file
-      // to keep the contents; like QEMU, qcow2 does not offer it.
+      // Not offered (capabilities().allocate).
       return CompleteLater(request, -EOPNOTSUPP);
   }
 }

@@ -39,6 +39,10 @@ Answer Fallocate(Call& call) {
 
   const uint64_t end = in.offset + in.length;
   uint64_t size = session.CurrentSize();
+  const bool reserve = !(punch || zero);
+  // A node that cannot reserve space fails a reservation of any of its present bytes before
+  // anything changes; one wholly at or past the end only grows the node, as QSD's does.
+  if (reserve && !capabilities.allocate && in.offset < size) return Answer::Error(EOPNOTSUPP);
   if (!keep_size && end > size) {
     // An explicit size change, like truncate (as QSD grows a writable export here). Where size
     // changes need `growable` (virtio-fs), a fixed-size disk has no room past its end: ENOSPC, as
@@ -49,9 +53,10 @@ Answer Fallocate(Call& call) {
     size = session.CurrentSize();
   }
   const uint64_t range_end = std::min(end, size);
-  // KEEP_SIZE wholly past the end: nothing of the node to touch.
-  if (in.offset >= range_end) return Answer::Empty();
-  if (!(punch || zero)) {
+  // KEEP_SIZE wholly past the end: nothing of the node to touch. A node that cannot reserve has
+  // grown over the whole range (its new bytes read as zeroes), which is all it can do.
+  if (in.offset >= range_end || (reserve && !capabilities.allocate)) return Answer::Empty();
+  if (reserve) {
     // Plain allocation: the caller wants the space reserved now (ENOSPC now rather than on a
     // later write), so the driver reserves it in the backing storage.
     return call.Submit(block::IoOp::kAllocate, 0, in.offset, range_end - in.offset, FallocateDone);

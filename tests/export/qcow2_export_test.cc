@@ -10,6 +10,7 @@
 // QEMU's permission conflict.
 #include <fcntl.h>
 #include <libaio.h>
+#include <linux/falloc.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -544,6 +545,36 @@ TEST_F(Qcow2ExportTest, ShrinksRacingGrowingWritesNeitherHangNorCorrupt) {
   EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
   ExpectClean(image);
   EXPECT_TRUE(QemuRaw(image) == data) << "qemu-img reads other data than was written";
+}
+
+// qcow2 cannot reserve clusters (as QEMU): fallocate(2) over the image's present bytes fails with
+// EOPNOTSUPP and changes nothing, even where it would also have grown the image; one that starts
+// at or past the end grows it, as QSD's does.
+TEST_F(Qcow2ExportTest, FallocateFailsWithoutChangingOrGrowsFromTheEnd) {
+  const std::string image = Path("falloc.qcow2");
+  RunOrFail("qemu-img create -f qcow2 " + image + " 4M");
+  const std::string mountpoint = MakeMountpoint("falloc.mnt");
+  Daemon daemon({"--blockdev", "driver=qcow2,node-name=fmt,file.driver=file,file.filename=" + image,
+                 "--export", "type=fuse,id=e0,node-name=fmt,writable=on,mountpoint=" + mountpoint});
+  ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+  const uint64_t file_bytes = FileSize(image);
+  int fd = ::open(mountpoint.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  // From inside the image to 1 PiB past it, and a reservation that keeps the size.
+  EXPECT_EQ(::fallocate(fd, 0, 0, off_t{1} << 50), -1);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(::fallocate(fd, FALLOC_FL_KEEP_SIZE, kMiB, 4096), -1);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(FileSize(image), file_bytes) << "the failed calls grew the image";
+  // At the end: the image grows and the new bytes read as zeroes.
+  EXPECT_EQ(::fallocate(fd, 0, 4 * kMiB, 64 * 1024), 0) << std::strerror(errno);
+  ::close(fd);
+  EXPECT_EQ(FileSize(mountpoint), 4 * kMiB + 64 * 1024);
+  EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+  ExpectClean(image);
+  const std::vector<uint8_t> contents = QemuRaw(image);
+  ASSERT_EQ(contents.size(), 4 * kMiB + 64 * 1024);
+  EXPECT_EQ(std::count(contents.begin(), contents.end(), 0), long(contents.size()));
 }
 
 // The qcow2 node writes its file child's metadata: exporting that child for writing beside it
