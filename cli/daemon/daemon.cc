@@ -28,14 +28,16 @@ constexpr std::chrono::milliseconds kReleaseGrace{500};
 // background.
 constexpr std::chrono::milliseconds kDeleteWait{1000};
 
-// True if the export is still open once kReleaseGrace has passed.
-bool InUseAfterReleases(const exports::Export& running) {
-  const auto deadline = std::chrono::steady_clock::now() + kReleaseGrace;
-  while (!running.ended() && running.in_use()) {
-    if (std::chrono::steady_clock::now() >= deadline) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+// Polls `condition` until it holds or `limit` has passed; whether it holds. For the main thread's
+// short waits on what an export's own threads (or the kernel) finish.
+template <typename Condition>
+bool PollFor(Condition condition, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return false;
+  return true;
 }
 
 // Paths are compared in this form, so two spellings of one file count as one.
@@ -212,7 +214,9 @@ absl::Status Daemon::DeleteExport(std::string_view id, ExportDeleteMode mode) {
   }
   // An ended export keeps counting the files open when its connection went, and none of them
   // can reach it any more.
-  if (mode == ExportDeleteMode::kSafe && InUseAfterReleases(*it->running)) {
+  const exports::Export& exported = *it->running;
+  if (mode == ExportDeleteMode::kSafe &&
+      !PollFor([&] { return exported.ended() || !exported.in_use(); }, kReleaseGrace)) {
     return absl::FailedPreconditionError(
         fmt::format("export '{}' is in use; close it first or use mode=hard", id));
   }
@@ -232,12 +236,8 @@ absl::Status Daemon::DeleteExport(std::string_view id, ExportDeleteMode mode) {
   // Most exports stop within milliseconds: then the export is gone (and announced) before the
   // reply, so that a script may delete its node next. Storage that does not answer leaves it
   // shutting down in the background.
-  const std::shared_ptr<std::atomic<bool>> stopped = it->stopped;
-  const auto deadline = std::chrono::steady_clock::now() + kDeleteWait;
-  while (!stopped->load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (stopped->load(std::memory_order_acquire)) {
+  std::atomic<bool>& stopped = *it->stopped;
+  if (PollFor([&] { return stopped.load(std::memory_order_acquire); }, kDeleteWait)) {
     RemoveEndedExports();
   } else {
     log::Warn(

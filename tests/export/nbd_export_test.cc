@@ -312,6 +312,17 @@ class NbdServerRestartTest : public NbdExportTest {
     return ok;
   }
 
+  // bexd exporting the nbd node of the server on socket_ over FUSE at `mountpoint`.
+  std::vector<std::string> DaemonArgs(const std::string& mountpoint, uint32_t reconnect_delay,
+                                      int queues) const {
+    return {"--blockdev",
+            "nbd,node-name=n0,server.type=unix,server.path=" + socket_ +
+                ",reconnect-delay=" + std::to_string(reconnect_delay),
+            "--export",
+            "fuse,id=e0,node-name=n0,writable=on,num-queues=" + std::to_string(queues) +
+                ",mountpoint=" + mountpoint};
+  }
+
   template <typename Condition>
   static bool WaitFor(Condition condition, std::chrono::seconds limit) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -339,11 +350,7 @@ class NbdServerRestartTest : public NbdExportTest {
     NbdServer* server = Serve(server_command);
     ASSERT_NE(server, nullptr);
     const std::string mountpoint = MakeMountpoint();
-    Daemon daemon({"--blockdev",
-                   "nbd,node-name=n0,server.type=unix,server.path=" + socket_ +
-                       ",reconnect-delay=" + std::to_string(reconnect_delay),
-                   "--export",
-                   "fuse,id=e0,node-name=n0,writable=on,num-queues=2,mountpoint=" + mountpoint});
+    Daemon daemon(DaemonArgs(mountpoint, reconnect_delay, 2));
     ASSERT_TRUE(daemon.WaitMounted(mountpoint));
     Writer writer;
     std::thread thread(&NbdServerRestartTest::Write, mountpoint, &writer);
@@ -408,10 +415,7 @@ TEST_P(NbdServerStopTest, AServerShuttingDownIsLeftAndTheNextOneServes) {
   NbdServer* server = Serve(command);
   ASSERT_NE(server, nullptr);
   const std::string mountpoint = MakeMountpoint();
-  Daemon daemon({"--blockdev",
-                 "nbd,node-name=n0,server.type=unix,server.path=" + socket_ + ",reconnect-delay=60",
-                 "--export",
-                 "fuse,id=e0,node-name=n0,writable=on,num-queues=2,mountpoint=" + mountpoint});
+  Daemon daemon(DaemonArgs(mountpoint, 60, 2));
   ASSERT_TRUE(daemon.WaitMounted(mountpoint));
   const std::vector<uint8_t> data = Pattern(kBlock, 0, 5);
   WriteAt(mountpoint, data, 0);
@@ -462,10 +466,7 @@ TEST_F(NbdServerRestartTest, AFlushAfterALostConnectionReportsUnflushedWrites) {
   NbdServer* server = Serve({"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "file", image});
   ASSERT_NE(server, nullptr);
   const std::string mountpoint = MakeMountpoint();
-  Daemon daemon({"--blockdev",
-                 "nbd,node-name=n0,server.type=unix,server.path=" + socket_ + ",reconnect-delay=60",
-                 "--export",
-                 "fuse,id=e0,node-name=n0,writable=on,num-queues=1,mountpoint=" + mountpoint});
+  Daemon daemon(DaemonArgs(mountpoint, 60, 1));
   ASSERT_TRUE(daemon.WaitMounted(mountpoint));
   // One descriptor throughout: a close would flush.
   const int fd = ::open(mountpoint.c_str(), O_WRONLY | O_DIRECT);
