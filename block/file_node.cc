@@ -125,9 +125,6 @@ absl::Status FileNode::Init(bool auto_read_only) {
                                                             std::string(ring.status().message())));
     }
   }
-  if (options_.aio == AioMode::kNative && !read_only_ && !options_.cache_no_flush) {
-    ProbeAioFdsync();
-  }
   log::Debug("node '{}': {}, {} bytes, direct I/O alignment: offset {}, memory {}", node_name(),
              description(), size(), offset_align_, memory_align_);
   return absl::OkStatus();
@@ -156,24 +153,15 @@ absl::Status FileNode::DetectAlignment() {
   return absl::OkStatus();
 }
 
-// Kernels and filesystems without asynchronous fdatasync reject the iocb with EINVAL; flushes then
-// run on a worker thread.
-void FileNode::ProbeAioFdsync() {
-  io_context_t context = nullptr;
-  if (io_setup(1, &context) != 0) return;
-  struct iocb iocb;
-  struct iocb* iocbs[1] = {&iocb};
-  io_prep_fdsync(&iocb, fd_);
-  if (io_submit(context, 1, iocbs) == 1) {
-    struct io_event event;
-    struct timespec timeout = {30, 0};
-    if (io_getevents(context, 1, 1, &event, &timeout) == 1) {
-      aio_fdsync_ = static_cast<long>(event.res) != -EINVAL;
-    }
+// Kernels and filesystems without asynchronous fdatasync refuse the iocb at io_submit with EINVAL;
+// flushes then run on a worker thread. Learnt from the first flush rather than probed at open: a
+// probe needs a context of its own, and io_destroy waits for an RCU grace period (tens of
+// milliseconds) before the export can mount.
+void FileNode::NoteAioFdsyncRefused() {
+  if (aio_fdsync_.exchange(false, std::memory_order_relaxed)) {
+    log::Debug("node '{}': asynchronous fdatasync not supported; flushes run on worker threads",
+               node_name());
   }
-  io_destroy(context);
-  log::Debug("node '{}': asynchronous fdatasync {}", node_name(),
-             aio_fdsync_ ? "supported" : "not supported");
 }
 
 // fsyncgate: when writeback fails, Linux marks the pages it could not write clean and reports the

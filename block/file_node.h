@@ -51,8 +51,9 @@ class FileNode final : public BlockNode, public std::enable_shared_from_this<Fil
   uint32_t memory_align() const { return memory_align_; }
   // A block device's logical block size (the granularity of BLKDISCARD); 1 for files.
   uint32_t logical_block_size() const { return logical_block_size_; }
-  // Whether libaio accepts IOCB_CMD_FDSYNC for this file.
-  bool aio_fdsync() const { return aio_fdsync_; }
+  // Whether libaio accepts IOCB_CMD_FDSYNC for this file: assumed until io_submit refuses one.
+  bool aio_fdsync() const { return aio_fdsync_.load(std::memory_order_relaxed); }
+  void NoteAioFdsyncRefused();
   // Serializes read-modify-write of partial blocks, and resizing, under O_DIRECT.
   RangeLock& rmw_lock() { return rmw_lock_; }
 
@@ -77,7 +78,6 @@ class FileNode final : public BlockNode, public std::enable_shared_from_this<Fil
       : BlockNode(std::move(node_name)), options_(options), read_only_(read_only) {}
   absl::Status Init(bool auto_read_only);
   absl::Status DetectAlignment();
-  void ProbeAioFdsync();
   int64_t SettleDurable(bool flush, int64_t result);
 
   const FileOptions options_;
@@ -88,7 +88,7 @@ class FileNode final : public BlockNode, public std::enable_shared_from_this<Fil
   uint32_t offset_align_ = 1;
   uint32_t memory_align_ = 1;
   uint32_t logical_block_size_ = 1;
-  bool aio_fdsync_ = false;
+  std::atomic<bool> aio_fdsync_{true};
   RangeLock rmw_lock_;
   // errno of the first failed flush or FUA write without O_DIRECT; never reset (a node is reopened
   // as a new FileNode). Shared by every queue and worker thread.

@@ -205,7 +205,9 @@ void FileQueue::SubmitLibaio() {
     if (submitted == -EAGAIN && in_kernel_ > 0) break;  // the ring is full; retry after reaping
     // The kernel refused the first iocb (or has no room at all): run it synchronously instead,
     // where any error it has is reported for that request alone.
-    ToWorkers(aio_waiting_.PopFront());
+    IoRequest* refused = aio_waiting_.PopFront();
+    if (submitted == -EINVAL && refused->op == IoOp::kFlush) node_->NoteAioFdsyncRefused();
+    ToWorkers(refused);
   }
 }
 
