@@ -67,15 +67,21 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
   Daemon daemon(config.iothreads);
   QmpCommands commands(&daemon);
   QmpServer server(&loop, &commands);
-  daemon.set_export_deleted_callback([&server](const std::string& id) {
+  auto announce_deleted = [&server](const std::string& id) {
     server.Broadcast(QmpEvent("BLOCK_EXPORT_DELETED", {{"id", id}}));
+  };
+  // After the reply of the block-export-del that removed it, as QEMU, which deletes the export in
+  // a bottom half once the command has returned: iotest 308 waits for the reply, then for the
+  // event, and misses an event sent before the reply.
+  daemon.set_export_deleted_callback([&loop, announce_deleted](const std::string& id) {
+    loop.Post([announce_deleted, id] { announce_deleted(id); });
   });
   // As QEMU: SHUTDOWN when the stop is decided, then every export goes with its
   // BLOCK_EXPORT_DELETED (for quit, before the command's reply).
-  auto shut_down = [&server, &daemon](std::string_view reason) {
+  auto shut_down = [&server, &daemon, announce_deleted](std::string_view reason) {
     NotifyServiceManager("STOPPING=1");
     server.Broadcast(QmpEvent("SHUTDOWN", {{"guest", false}, {"reason", reason}}));
-    daemon.StopAllExports(/*announce=*/true);
+    daemon.StopAllExports(announce_deleted);
   };
   commands.set_quit_callback([&] { shut_down("host-qmp-quit"); });
   // Runs on a queue thread of the export, which Stop() joins: only hand over to the main loop.
@@ -146,6 +152,8 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
       break;
     }
   }
+  // The events of exports deleted just before the stop, not yet sent.
+  loop.RunPosted();
   if (commands.quit_requested()) {
     log::Info("quit requested over QMP; shut down");
   } else {

@@ -100,7 +100,7 @@ void Accumulate(const fuse::QueueStatsSnapshot& queue, fuse::QueueStatsSnapshot*
 
 Daemon::Daemon(std::vector<IothreadObject> iothreads) : iothreads_(std::move(iothreads)) {}
 
-Daemon::~Daemon() { StopAllExports(/*announce=*/false); }
+Daemon::~Daemon() { StopAllExports(nullptr); }
 
 const Daemon::LiveExport* Daemon::FindExport(std::string_view id) const {
   for (const LiveExport& live : exports_) {
@@ -233,9 +233,9 @@ absl::Status Daemon::DeleteExport(std::string_view id, ExportDeleteMode mode) {
     it->running->Stop();
     it->stopped->store(true, std::memory_order_release);
   }
-  // Most exports stop within milliseconds: then the export is gone (and announced) before the
-  // reply, so that a script may delete its node next. Storage that does not answer leaves it
-  // shutting down in the background.
+  // Most exports stop within milliseconds: then the export is gone before the reply (its event
+  // follows the reply), so that a script may delete its node next. Storage that does not answer
+  // leaves it shutting down in the background.
   std::atomic<bool>& stopped = *it->stopped;
   if (PollFor([&] { return stopped.load(std::memory_order_acquire); }, kDeleteWait)) {
     RemoveEndedExports();
@@ -279,12 +279,12 @@ std::vector<Daemon::LiveExport>::iterator Daemon::RemoveExport(
   return it;
 }
 
-void Daemon::StopAllExports(bool announce) {
+void Daemon::StopAllExports(const std::function<void(const std::string&)>& announce) {
   while (!exports_.empty()) {
     std::string id = exports_.back().spec.options.id;
     RemoveExport(exports_.end() - 1);
     log::Debug("export '{}' stopped", id);
-    if (announce && export_deleted_) export_deleted_(id);
+    if (announce) announce(id);
   }
 }
 

@@ -75,9 +75,9 @@ class Daemon {
   // Forgets every export that ended on its own or whose deletion has stopped it, announcing each
   // (BLOCK_EXPORT_DELETED).
   void RemoveEndedExports();
-  // Stops every export, newest first (drain, flush, unmount), then forgets them; with
-  // `announce`, each as DeleteExport does (QSD's BLOCK_EXPORT_DELETED at quit and on signals).
-  void StopAllExports(bool announce);
+  // Stops every export, newest first (drain, flush, unmount), then forgets them, each passed to
+  // `announce` if set (QSD's BLOCK_EXPORT_DELETED at quit and on signals, sent at once).
+  void StopAllExports(const std::function<void(const std::string&)>& announce);
 
   // QMP's query-named-block-nodes, query-block-exports and x-query-export-stats results.
   nlohmann::json NamedBlockNodes(bool flat) const;

@@ -36,6 +36,8 @@ class EventLoop {
   void Post(Task task);
   // Waits for events (up to `timeout_ms`, -1 for no limit) and runs their handlers.
   absl::Status RunOnce(int timeout_ms);
+  // Runs the tasks posted so far, without waiting or running handlers.
+  void RunPosted();
 
  private:
   struct Registration {
@@ -44,8 +46,6 @@ class EventLoop {
   };
   // The epoll token of `wake_fd_`; registrations count from 1.
   static constexpr uint64_t kWakeToken = 0;
-
-  void RunPosted();
 
   util::UniqueFd epoll_fd_;
   util::UniqueFd wake_fd_;  // an eventfd: readable while tasks are pending
