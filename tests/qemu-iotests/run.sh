@@ -97,7 +97,26 @@ fetch_iotests() {
     fi
     touch "$dir/done"
   fi
+  wait_for_fuse_mount "$dir/tests/qemu-iotests/common.rc"
   echo "$dir/tests/qemu-iotests"
+}
+
+# _make_test_img goes on once the daemon's pid file exists, but the subshell writes it before it
+# execs the daemon: a test then sometimes opens the mountpoint before the export is mounted on it
+# and sees the empty file under it ("Image is not in qcow2 format"), whichever daemon runs. Make
+# it also wait (up to 10 s) for the mount. Idempotent: trees fetched before this get it too.
+wait_for_fuse_mount() {
+  local common_rc=$1
+  grep -q 'bexd run.sh: wait for the mount' "$common_rc" && return
+  sed -i '/^        rm -f "\$pidfile"$/a\
+        # bexd run.sh: wait for the mount, not only for the pid file written before exec\
+        timeout=100\
+        while ! mountpoint -q "$export_mp" && [ $timeout -gt 0 ]; do\
+            sleep 0.1\
+            timeout=$((timeout - 1))\
+        done' "$common_rc"
+  grep -q 'bexd run.sh: wait for the mount' "$common_rc" ||
+    { echo "run.sh: cannot add the wait for the mount to $common_rc" >&2; exit 2; }
 }
 
 # Runs the iotests with `daemon` as QSD_PROG; leaves "TEST RESULT" lines in $out/NAME.results.
