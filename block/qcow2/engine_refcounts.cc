@@ -155,32 +155,39 @@ Task<int64_t> Engine::AllocateAtEnd(uint64_t count) {
   const uint64_t per_block = g_.refblock_entries();
   // Past every cluster anything uses, so the run is contiguous. Not re-read from the file's size
   // after making metadata here: the file grows ahead by up to 32 MiB, more than a refcount block
-  // covers with small clusters, so each restart would land in another range without a block and
-  // the file would balloon until the refcount table hit its limit (EFBIG).
+  // covers with small clusters, so each restart would land in another range without a block.
   uint64_t floor = std::max(zero_from_, g_.clusters_for(image_->file->size()));
   for (;;) {
     uint64_t first = floor;
     uint64_t last = first + count - 1;
-    // Refcount blocks the run needs come first; making one moves the end, so start over.
-    bool moved = false;
-    for (uint64_t index = first >> g_.refblock_bits; index <= last >> g_.refblock_bits; ++index) {
-      int result = 0;
-      if (index >= reftable_.size()) {
-        result = co_await GrowRefcountTable(last);
-        // The new blocks and table end where zero_from_ now starts.
-        floor = std::max(floor, zero_from_);
-        moved = true;
-      } else if (reftable_[index] == 0) {
-        uint64_t at = std::max(last + 1, index * per_block);
-        if (at >= (index + 1) * per_block) at = index * per_block;
-        result = co_await CreateRefblock(index, at);
-        floor = std::max(floor, at + 1);
-        moved = true;
-      }
+    if ((last >> g_.refblock_bits) >= reftable_.size()) {
+      int result = co_await GrowRefcountTable(last);
       if (result < 0) co_return result;
-      if (moved) break;
+      // The new blocks and table end where zero_from_ now starts.
+      floor = std::max(floor, zero_from_);
+      continue;
     }
-    if (moved) continue;
+    // A range the run reaches without a refcount block gets one at `floor`, ahead of the run,
+    // which then starts a cluster later. In the range it covers, the block would split the run,
+    // and a run of a refcount block's coverage or more always reaches one more such range. Ranges
+    // are filled from the lowest, so the range `floor` is in has a block unless it is this one.
+    uint64_t missing = first >> g_.refblock_bits;
+    while (missing <= (last >> g_.refblock_bits) && reftable_[missing] != 0) ++missing;
+    if (missing <= (last >> g_.refblock_bits)) {
+      if ((floor >> g_.refblock_bits) != missing) {
+        RefcountCache::Block* home;
+        int result = co_await AcquireBlock(floor >> g_.refblock_bits, &home);
+        if (result < 0) co_return result;
+        if (home == nullptr) co_return -EIO;
+        MetadataChanged();
+        SetRefcount(home->data.get(), g_.refcount_order, floor & (per_block - 1), 1);
+        home->dirty = true;
+      }
+      int result = co_await CreateRefblock(missing, floor);
+      if (result < 0) co_return result;
+      floor = std::max(floor + 1, zero_from_);
+      continue;
+    }
     int result = EnsureFileSize((last + 1) << g_.cluster_bits);
     if (result < 0) co_return result;
     for (uint64_t cluster = first; cluster <= last; ++cluster) {
@@ -198,8 +205,10 @@ Task<int64_t> Engine::AllocateAtEnd(uint64_t count) {
 }
 
 Task<int> Engine::CreateRefblock(uint64_t table_index, uint64_t cluster) {
-  // Every cluster of a range without a refcount block is free, so the block describes itself:
-  // it goes to the cluster the allocator was about to hand out.
+  // Every cluster of a range without a refcount block is free, so a block placed in its own range
+  // describes itself: it goes to the cluster the allocator was about to hand out. One placed in
+  // another range (AllocateAtEnd) has its refcount already set there by the caller.
+  const bool describes_itself = (cluster >> g_.refblock_bits) == table_index;
   co_await writeback_mutex_.Lock();
   AsyncLockGuard guard(writeback_mutex_);
   if (reftable_[table_index] != 0) co_return 0;
@@ -212,9 +221,12 @@ Task<int> Engine::CreateRefblock(uint64_t table_index, uint64_t cluster) {
   if (result < 0) co_return result;
   auto data = std::make_unique<uint8_t[]>(g_.cluster_size);
   std::memset(data.get(), 0, g_.cluster_size);
-  SetRefcount(data.get(), g_.refcount_order, cluster & (g_.refblock_entries() - 1), 1);
+  if (describes_itself) {
+    SetRefcount(data.get(), g_.refcount_order, cluster & (g_.refblock_entries() - 1), 1);
+  }
   uint64_t offset = cluster << g_.cluster_bits;
   result = co_await io_->Write(offset, data.get(), g_.cluster_size);
+  if (result == 0 && !describes_itself) result = co_await WriteDirtyRefblocksLocked();
   if (result == 0) result = co_await io_->Flush();
   uint8_t entry[8];
   StoreBe64(entry, offset);

@@ -96,6 +96,37 @@ TEST_F(Qcow2ResizeTest, GrowingTheL1TableWithSmallClustersKeepsTheFileSmall) {
             long(64 * kMiB - 1120 * 1024));
 }
 
+// With 512-byte clusters a refcount block covers 256 clusters, and an L1 table for 2 GiB takes
+// 1024: the new table's run spans ranges without a block wherever it starts. Placing each missing
+// block in its own range split the run, so every try moved on and met another such range: the
+// resize never finished while the file grew by gigabytes a second.
+TEST_F(Qcow2ResizeTest, AnL1TableLargerThanARefcountBlockCoversFindsRoomAtOnce) {
+  std::string image = dir_.path() + "/image.qcow2";
+  RunCommand("qemu-img create -f qcow2 -o cluster_size=512 " + image + " 8M >/dev/null");
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  {
+    auto node = OpenImageOrFail(image, false);
+    ASSERT_NE(node, nullptr);
+    absl::Status status = node->Truncate(2 * kGiB);
+    ASSERT_TRUE(status.ok()) << status;
+    auto queue = MakeQueue(*node);
+    std::vector<uint8_t> start(4096, 0x53);
+    std::vector<uint8_t> end(4096, 0x45);
+    ASSERT_EQ(testing::WriteAt(*queue, start.data(), start.size(), 0), 4096);
+    ASSERT_EQ(testing::WriteAt(*queue, end.data(), end.size(), 2 * kGiB - 4096), 4096);
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(image.c_str(), &st), 0);
+  EXPECT_LT(static_cast<uint64_t>(st.st_size), 8 * kMiB) << "the image file ballooned";
+  EXPECT_EQ(QemuVirtualSize(image), 2 * kGiB);
+  ExpectClean(image);
+  std::string reads = RunCommand("qemu-io -f qcow2 -c 'read -P 0x53 0 4096' -c 'read -P 0x45 " +
+                                 std::to_string(2 * kGiB - 4096) + " 4096' " + image);
+  EXPECT_EQ(reads.find("Pattern verification failed"), std::string::npos) << reads;
+  EXPECT_NE(reads.find("read 4096/4096 bytes at offset 0"), std::string::npos) << reads;
+  EXPECT_NE(reads.find("read 4096/4096 bytes at offset 2147479552"), std::string::npos) << reads;
+}
+
 TEST_F(Qcow2ResizeTest, GrowingReadsZeroesEvenWhereTheBackingFileIsLonger) {
   std::string base = dir_.path() + "/base.qcow2";
   std::string image = dir_.path() + "/top.qcow2";
