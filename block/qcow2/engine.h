@@ -132,6 +132,9 @@ class Engine {
   void ReleaseTable(int64_t slab);
   Task<int64_t> ClaimSlab();
   Task<int> LoadTable(uint64_t l1_index, uint64_t table_offset, uint32_t slab);
+  // The metadata other than an L2 table that holds `cluster` ("the refcount table", ...), or
+  // null if none does.
+  const char* NonL2MetadataAt(uint64_t cluster) const;
   Task<void> ResumeAfterLoad(IoRequest* request);
   Task<int> GrowL1(uint64_t min_entries);
   void SetL1(uint64_t l1_index, uint64_t value);

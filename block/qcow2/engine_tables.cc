@@ -69,6 +69,34 @@ void Engine::ReleaseTable(int64_t slab) {
   if (--entry.pins == 0) slab_released_.WakeAll();
 }
 
+const char* Engine::NonL2MetadataAt(uint64_t cluster) const {
+  auto within = [&](uint64_t offset, uint64_t bytes) {
+    return bytes > 0 && cluster >= (offset >> g_.cluster_bits) &&
+           cluster < (offset >> g_.cluster_bits) + g_.clusters_for(bytes);
+  };
+  if (cluster == 0) return "the image header";
+  if (within(header_.l1_table_offset, uint64_t{header_.l1_size} * 8)) return "the L1 table";
+  if (within(header_.refcount_table_offset,
+             uint64_t{header_.refcount_table_clusters} << g_.cluster_bits)) {
+    return "the refcount table";
+  }
+  for (uint64_t block : reftable_) {
+    if (block != 0 && (block >> g_.cluster_bits) == cluster) return "a refcount block";
+  }
+  if (header_.nb_snapshots > 0 && within(header_.snapshots_offset, snapshot_table_bytes_)) {
+    return "the snapshot table";
+  }
+  for (const SnapshotInfo& snapshot : snapshots_) {
+    if (within(snapshot.l1_table_offset, uint64_t{snapshot.l1_size} * 8)) {
+      return "a snapshot's L1 table";
+    }
+  }
+  return nullptr;
+}
+
+// As QEMU's overlap checks, but once per table load rather than per write: a table in the place
+// of other metadata, or a data cluster in the place of any metadata, would have guest writes
+// overwrite that metadata. Such entries are made invalid (EIO) and the image is marked corrupt.
 Task<int> Engine::LoadTable(uint64_t l1_index, uint64_t table_offset, uint32_t slab) {
   uint64_t file_size = image_->file->size();
   if (table_offset > file_size || g_.cluster_size > file_size - table_offset) {
@@ -78,22 +106,43 @@ Task<int> Engine::LoadTable(uint64_t l1_index, uint64_t table_offset, uint32_t s
                     table_offset, l1_index));
     co_return -EIO;
   }
+  if (const char* other = NonL2MetadataAt(table_offset >> g_.cluster_bits)) {
+    MarkCorrupt(fmt::format("the L2 table at {:#x} (L1 index {}) lies in {}", table_offset,
+                            l1_index, other));
+    co_return -EIO;
+  }
   auto table = std::make_unique<uint8_t[]>(g_.cluster_size);
   int result = co_await io_->Read(table_offset, table.get(), g_.cluster_size);
   if (result < 0) co_return result;
   uint64_t invalid = 0;
+  uint64_t on_metadata = 0;
   for (uint64_t i = 0; i < g_.l2_entries(); ++i) {
     uint8_t* at = table.get() + i * g_.l2_entry_bytes;
     uint64_t entry = LoadBe64(at);
-    bool valid = g_.extended_l2 ? ExtendedEntryValid(g_, entry, LoadBe64(at + 8))
-                                : ClassifyEntry(g_, entry).kind != ClusterKind::kInvalid;
+    bool valid;
+    if (g_.extended_l2) {
+      // Extended L2 images are read-only here: no write can go through their entries.
+      valid = ExtendedEntryValid(g_, entry, LoadBe64(at + 8));
+    } else {
+      Mapping mapping = ClassifyEntry(g_, entry);
+      valid = mapping.kind != ClusterKind::kInvalid;
+      if (valid && mapping.host != 0 && IsMetadataCluster(mapping.host >> g_.cluster_bits)) {
+        valid = false;
+        ++on_metadata;
+      }
+    }
     if (valid) continue;
     StoreBe64(at, kInvalidEntry);
     if (g_.extended_l2) StoreBe64(at + 8, 0);
     ++invalid;
   }
   image_->tables->Bind(slab, l1_index, table_offset, table.get());
-  if (invalid > 0) {
+  if (on_metadata > 0) {
+    MarkCorrupt(
+        fmt::format("the L2 table at {:#x} (L1 index {}) maps {} data clusters onto "
+                    "metadata",
+                    table_offset, l1_index, on_metadata));
+  } else if (invalid > 0) {
     MarkCorrupt(fmt::format("the L2 table at {:#x} (L1 index {}) has {} invalid entries",
                             table_offset, l1_index, invalid));
   }

@@ -176,6 +176,56 @@ TEST_F(Qcow2DamageTest, L2EntryPastTheEndFailsItsClusterAndMarksTheImageCorrupt)
   EXPECT_TRUE(static_cast<qcow2::Qcow2Node*>(node->get())->corrupt());
 }
 
+// QEMU's overlap checks: a guest write through an L2 entry that points at metadata would
+// overwrite it (here the refcount table, the L1 table, another L2 table). Those entries fail
+// with EIO, the image is marked corrupt, and the metadata stays as it was.
+TEST_F(Qcow2DamageTest, DataClustersOnMetadataFailWithoutOverwritingIt) {
+  std::string image = Image();
+  const uint64_t l1 = L1Offset(image);
+  const uint64_t refcount_table = Be64At(image, qcow2::field::kRefcountTableOffset);
+  const uint64_t l2 = Be64At(image, l1) & qcow2::kOffsetMask;
+  PutBe64(image, l2 + 1 * 8, refcount_table | qcow2::kOflagCopied);
+  PutBe64(image, l2 + 2 * 8, l1 | qcow2::kOflagCopied);
+  PutBe64(image, l2 + 3 * 8, l2 | qcow2::kOflagCopied);
+  const std::vector<unsigned char> refcount_before = testing::ReadFile(image, refcount_table, 512);
+  const std::vector<unsigned char> l1_before = testing::ReadFile(image, l1, 512);
+  const std::vector<unsigned char> l2_before = testing::ReadFile(image, l2, 512);
+  {
+    auto node = OpenImage(image, false);
+    ASSERT_TRUE(node.ok()) << node.status();
+    auto queue = MakeQueue(**node);
+    std::vector<unsigned char> buffer(4096, 0xee);
+    for (uint64_t cluster : {1, 2, 3}) {
+      EXPECT_EQ(WriteAt(*queue, buffer.data(), 4096, cluster * 65536), -EIO) << cluster;
+    }
+    EXPECT_TRUE(static_cast<qcow2::Qcow2Node*>(node->get())->corrupt());
+    EXPECT_EQ(ReadAt(*queue, buffer.data(), 4096, 0), 4096);
+    EXPECT_EQ(buffer[0], 0x5a);
+  }
+  EXPECT_EQ(testing::ReadFile(image, refcount_table, 512), refcount_before);
+  EXPECT_EQ(testing::ReadFile(image, l1, 512), l1_before);
+  EXPECT_EQ(testing::ReadFile(image, l2, 512), l2_before);
+}
+
+// An L1 entry that points at the refcount table: the "L2 table" would take new entries there.
+TEST_F(Qcow2DamageTest, AnL2TableInThePlaceOfOtherMetadataFailsItsRange) {
+  std::string image = Image();
+  const uint64_t l1 = L1Offset(image);
+  const uint64_t refcount_table = Be64At(image, qcow2::field::kRefcountTableOffset);
+  PutBe64(image, l1, refcount_table | qcow2::kOflagCopied);
+  const std::vector<unsigned char> refcount_before = testing::ReadFile(image, refcount_table, 512);
+  {
+    auto node = OpenImage(image, false);
+    ASSERT_TRUE(node.ok()) << node.status();
+    auto queue = MakeQueue(**node);
+    std::vector<unsigned char> buffer(4096, 0xee);
+    EXPECT_EQ(WriteAt(*queue, buffer.data(), 4096, 0), -EIO);
+    EXPECT_EQ(ReadAt(*queue, buffer.data(), 4096, 0), -EIO);
+    EXPECT_TRUE(static_cast<qcow2::Qcow2Node*>(node->get())->corrupt());
+  }
+  EXPECT_EQ(testing::ReadFile(image, refcount_table, 512), refcount_before);
+}
+
 TEST_F(Qcow2DamageTest, BadCompressedClustersFailWithEio) {
   // Compressible data: a short pattern repeated.
   std::vector<unsigned char> data(kMiB);
