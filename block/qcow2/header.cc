@@ -195,7 +195,9 @@ absl::StatusOr<ImageHeader> ParseHeader(std::span<const uint8_t> first_cluster,
   uint64_t cluster_size = uint64_t{1} << cluster_bits;
   uint64_t backing_file_offset = bytes.Be64(field::kBackingFileOffset);
   uint32_t backing_file_size = bytes.Be32(field::kBackingFileSize);
-  header.size = bytes.Be64(field::kSize);
+  // QEMU counts an image's size in whole 512-byte sectors and drops a partial last one (only a
+  // hand-edited header has one); so does bexd, so both show the same disk.
+  header.size = bytes.Be64(field::kSize) & ~uint64_t{511};
   header.crypt_method = bytes.Be32(field::kCryptMethod);
   header.l1_size = bytes.Be32(field::kL1Size);
   header.l1_table_offset = bytes.Be64(field::kL1TableOffset);

@@ -226,6 +226,17 @@ TEST_F(Qcow2DamageTest, AnL2TableInThePlaceOfOtherMetadataFailsItsRange) {
   EXPECT_EQ(testing::ReadFile(image, refcount_table, 512), refcount_before);
 }
 
+TEST_F(Qcow2DamageTest, APartialLastSectorIsDroppedAsQemuDoes) {
+  std::string image = Image();
+  PutBe64(image, qcow2::field::kSize, 4 * kMiB - 100);
+  auto node = OpenImage(image, true);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ((*node)->size(), 4 * kMiB - 512);
+  EXPECT_NE(
+      RunCommand("qemu-img info " + image).find("(" + std::to_string(4 * kMiB - 512) + " bytes)"),
+      std::string::npos);
+}
+
 TEST_F(Qcow2DamageTest, BadCompressedClustersFailWithEio) {
   // Compressible data: a short pattern repeated.
   std::vector<unsigned char> data(kMiB);
