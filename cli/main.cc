@@ -152,8 +152,9 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
       break;
     }
   }
-  // The events of exports deleted just before the stop, not yet sent.
-  loop.RunPosted();
+  // Exports that ended or were deleted just before the stop: forgetting one posts its event.
+  while (loop.RunPosted()) {
+  }
   if (commands.quit_requested()) {
     log::Info("quit requested over QMP; shut down");
   } else {

@@ -19,6 +19,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <bitset>
 #include <cstdint>
 #include <deque>
 #include <future>
@@ -152,7 +153,10 @@ class Engine {
   Task<int> GrowRefcountTable(uint64_t cluster);
   int EnsureFileSize(uint64_t end);
   void InitMetadataClusters();
-  bool IsMetadataCluster(uint64_t cluster) const { return metadata_clusters_.count(cluster) != 0; }
+  bool IsMetadataCluster(uint64_t cluster) const {
+    return metadata_filter_[cluster & (kMetadataFilterBits - 1)] &&
+           metadata_clusters_.count(cluster) != 0;
+  }
   void AddMetadataClusters(uint64_t offset, uint64_t bytes);
   void RecordFree(uint64_t old_entry, bool discard);
   Task<int> FreeNow(uint64_t first_cluster, uint64_t count);
@@ -250,6 +254,10 @@ class Engine {
   // Clusters that hold metadata (header, tables, refcount blocks): a refcount of 0 on one of them
   // is corruption, and the allocator must never hand it out.
   std::unordered_set<uint64_t> metadata_clusters_;
+  // A cluster whose bit (by its low bits) is clear holds no metadata, which spares a table load
+  // most set lookups. Bits are never cleared: a stale one only costs the lookup.
+  static constexpr uint64_t kMetadataFilterBits = uint64_t{1} << 16;
+  std::bitset<kMetadataFilterBits> metadata_filter_;
   uint64_t free_hint_ = 0;  // no free cluster below it
   uint64_t zero_from_ = 0;  // clusters from here on were never written (they read as zeroes)
   uint64_t file_size_at_open_ = 0;

@@ -21,7 +21,10 @@ constexpr uint64_t kMaxGrowStep = uint64_t{32} << 20;
 
 void Engine::AddMetadataClusters(uint64_t offset, uint64_t bytes) {
   uint64_t first = offset >> g_.cluster_bits;
-  for (uint64_t i = 0; i < g_.clusters_for(bytes); ++i) metadata_clusters_.insert(first + i);
+  for (uint64_t i = 0; i < g_.clusters_for(bytes); ++i) {
+    metadata_clusters_.insert(first + i);
+    metadata_filter_.set((first + i) & (kMetadataFilterBits - 1));
+  }
 }
 
 void Engine::InitMetadataClusters() {

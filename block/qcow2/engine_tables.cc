@@ -96,7 +96,8 @@ const char* Engine::NonL2MetadataAt(uint64_t cluster) const {
 
 // As QEMU's overlap checks, but once per table load rather than per write: a table in the place
 // of other metadata, or a data cluster in the place of any metadata, would have guest writes
-// overwrite that metadata. Such entries are made invalid (EIO) and the image is marked corrupt.
+// overwrite that metadata. On a writable node such entries are made invalid (EIO) and the image
+// is marked corrupt; a read-only node overwrites nothing and reads them as QEMU does.
 Task<int> Engine::LoadTable(uint64_t l1_index, uint64_t table_offset, uint32_t slab) {
   uint64_t file_size = image_->file->size();
   if (table_offset > file_size || g_.cluster_size > file_size - table_offset) {
@@ -106,7 +107,8 @@ Task<int> Engine::LoadTable(uint64_t l1_index, uint64_t table_offset, uint32_t s
                     table_offset, l1_index));
     co_return -EIO;
   }
-  if (const char* other = NonL2MetadataAt(table_offset >> g_.cluster_bits)) {
+  const bool writable = !image_->read_only;
+  if (const char* other = writable ? NonL2MetadataAt(table_offset >> g_.cluster_bits) : nullptr) {
     MarkCorrupt(fmt::format("the L2 table at {:#x} (L1 index {}) lies in {}", table_offset,
                             l1_index, other));
     co_return -EIO;
@@ -126,7 +128,8 @@ Task<int> Engine::LoadTable(uint64_t l1_index, uint64_t table_offset, uint32_t s
     } else {
       Mapping mapping = ClassifyEntry(g_, entry);
       valid = mapping.kind != ClusterKind::kInvalid;
-      if (valid && mapping.host != 0 && IsMetadataCluster(mapping.host >> g_.cluster_bits)) {
+      if (valid && writable && mapping.host != 0 &&
+          IsMetadataCluster(mapping.host >> g_.cluster_bits)) {
         valid = false;
         ++on_metadata;
       }

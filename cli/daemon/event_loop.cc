@@ -61,7 +61,7 @@ void EventLoop::Post(Task task) {
   util::SignalEventFd(wake_fd_.get());
 }
 
-void EventLoop::RunPosted() {
+bool EventLoop::RunPosted() {
   util::DrainEventFd(wake_fd_.get());
   // Run outside the lock: a task may post again (it then runs on the next wake-up).
   std::vector<Task> tasks;
@@ -70,6 +70,7 @@ void EventLoop::RunPosted() {
     tasks.swap(posted_);
   }
   for (Task& task : tasks) task();
+  return !tasks.empty();
 }
 
 absl::Status EventLoop::RunOnce(int timeout_ms) {

@@ -36,8 +36,8 @@ class EventLoop {
   void Post(Task task);
   // Waits for events (up to `timeout_ms`, -1 for no limit) and runs their handlers.
   absl::Status RunOnce(int timeout_ms);
-  // Runs the tasks posted so far, without waiting or running handlers.
-  void RunPosted();
+  // Runs the tasks posted so far, without waiting or running handlers; false if there were none.
+  bool RunPosted();
 
  private:
   struct Registration {

@@ -207,6 +207,21 @@ TEST_F(Qcow2DamageTest, DataClustersOnMetadataFailWithoutOverwritingIt) {
   EXPECT_EQ(testing::ReadFile(image, l2, 512), l2_before);
 }
 
+// A read-only node overwrites nothing: it reads such a cluster (the metadata's bytes), as QEMU.
+TEST_F(Qcow2DamageTest, AReadOnlyNodeReadsDataClustersOnMetadata) {
+  std::string image = Image();
+  const uint64_t refcount_table = Be64At(image, qcow2::field::kRefcountTableOffset);
+  const uint64_t l2 = Be64At(image, L1Offset(image)) & qcow2::kOffsetMask;
+  PutBe64(image, l2 + 1 * 8, refcount_table | qcow2::kOflagCopied);
+  auto node = OpenImage(image, true);
+  ASSERT_TRUE(node.ok()) << node.status();
+  auto queue = MakeQueue(**node);
+  std::vector<unsigned char> buffer(512);
+  EXPECT_EQ(ReadAt(*queue, buffer.data(), 512, 65536), 512);
+  EXPECT_EQ(buffer, testing::ReadFile(image, refcount_table, 512));
+  EXPECT_FALSE(static_cast<qcow2::Qcow2Node*>(node->get())->corrupt());
+}
+
 // An L1 entry that points at the refcount table: the "L2 table" would take new entries there.
 TEST_F(Qcow2DamageTest, AnL2TableInThePlaceOfOtherMetadataFailsItsRange) {
   std::string image = Image();
