@@ -149,6 +149,7 @@ class Engine {
   Task<int> AcquireBlock(uint64_t table_index, RefcountCache::Block** block);
   Task<int64_t> Allocate(uint64_t wanted, uint64_t* count, bool* fresh);
   Task<int64_t> AllocateAtEnd(uint64_t count);
+  Task<int64_t> AllocateFirstFit(uint64_t count);
   Task<int> CreateRefblock(uint64_t table_index, uint64_t cluster);
   Task<int> GrowRefcountTable(uint64_t cluster);
   int EnsureFileSize(uint64_t end);

@@ -207,6 +207,29 @@ Task<int64_t> Engine::AllocateAtEnd(uint64_t count) {
   }
 }
 
+// The first free run of `count` clusters inside one refcount block's range, for when the file
+// cannot grow (a block device, a full filesystem). Allocate hands out the first free run from
+// its hint on, however short; runs too short are held while the search goes on, so it moves
+// past them, and freed at the end.
+Task<int64_t> Engine::AllocateFirstFit(uint64_t count) {
+  std::vector<std::pair<uint64_t, uint64_t>> too_short;
+  int64_t found = -ENOSPC;
+  if (count <= g_.refblock_entries()) {
+    for (;;) {
+      uint64_t got = 0;
+      bool fresh = false;
+      found = co_await Allocate(count, &got, &fresh);
+      if (found < 0 || got == count) break;
+      too_short.emplace_back(static_cast<uint64_t>(found) >> g_.cluster_bits, got);
+    }
+  }
+  for (const auto& [first, length] : too_short) {
+    int result = co_await FreeNow(first, length);
+    if (result < 0 && found >= 0) found = result;
+  }
+  co_return found;
+}
+
 Task<int> Engine::CreateRefblock(uint64_t table_index, uint64_t cluster) {
   // Every cluster of a range without a refcount block is free, so a block placed in its own range
   // describes itself: it goes to the cluster the allocator was about to hand out. One placed in

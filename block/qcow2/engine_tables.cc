@@ -292,7 +292,11 @@ Task<int> Engine::GrowL1(uint64_t min_entries) {
   if (entries > max_entries) entries = max_entries;
   if (entries < min_entries) co_return -EFBIG;
   uint64_t clusters = g_.clusters_for(entries * sizeof(uint64_t));
-  int64_t host = co_await AllocateAtEnd(clusters);
+  // Past the clusters in use where the file can grow; else (a block device, a full filesystem)
+  // in free clusters inside it, as QEMU allocates.
+  int64_t host = -ENOSPC;
+  if (image_->file->capabilities().resize) host = co_await AllocateAtEnd(clusters);
+  if (host == -ENOSPC) host = co_await AllocateFirstFit(clusters);
   if (host < 0) co_return static_cast<int>(host);
   AddMetadataClusters(static_cast<uint64_t>(host), clusters << g_.cluster_bits);
   int result = 0;

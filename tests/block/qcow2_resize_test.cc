@@ -12,6 +12,7 @@
 #include "tests/block/file_fixture.h"
 #include "tests/block/qcow2_fixture.h"
 #include "tests/block/queue_runner.h"
+#include "tests/support/loop_device.h"
 #include "tests/support/qemu_check.h"
 
 namespace bexd::block {
@@ -125,6 +126,36 @@ TEST_F(Qcow2ResizeTest, AnL1TableLargerThanARefcountBlockCoversFindsRoomAtOnce) 
   EXPECT_EQ(reads.find("Pattern verification failed"), std::string::npos) << reads;
   EXPECT_NE(reads.find("read 4096/4096 bytes at offset 0"), std::string::npos) << reads;
   EXPECT_NE(reads.find("read 4096/4096 bytes at offset 2147479552"), std::string::npos) << reads;
+}
+
+// On a block device the image cannot grow past the device's end, where the new L1 table used to
+// go: every grow that needed a larger L1 table failed with ENOSPC. It now takes free clusters
+// inside the device, as QEMU does.
+TEST_F(Qcow2ResizeTest, OnABlockDeviceTheLargerL1TableGoesIntoFreeClusters) {
+  std::string backing = dir_.path() + "/device.img";
+  RunCommand("truncate -s 64M " + backing);
+  bexd::testing::LoopDevice loop(backing);
+  if (loop.path().empty()) GTEST_SKIP() << "losetup is not available (needs root and loop)";
+  RunCommand("qemu-img create -f qcow2 " + loop.path() + " 600M >/dev/null");
+  RunCommand("qemu-io -f qcow2 -c 'write -P 0x33 0 1M' " + loop.path());
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  {
+    auto node = OpenImageOrFail(loop.path(), false);
+    ASSERT_NE(node, nullptr);
+    absl::Status status = node->Truncate(100 * kGiB);
+    ASSERT_TRUE(status.ok()) << status;
+    auto queue = MakeQueue(*node);
+    std::vector<uint8_t> end(65536, 0x45);
+    ASSERT_EQ(testing::WriteAt(*queue, end.data(), end.size(), 100 * kGiB - 65536), 65536);
+  }
+  EXPECT_EQ(QemuVirtualSize(loop.path()), 100 * kGiB);
+  ExpectClean(loop.path());
+  std::string reads = RunCommand("qemu-io -f qcow2 -c 'read -P 0x33 0 1M' -c 'read -P 0x45 " +
+                                 std::to_string(100 * kGiB - 65536) + " 64k' " + loop.path());
+  EXPECT_EQ(reads.find("Pattern verification failed"), std::string::npos) << reads;
+  EXPECT_NE(reads.find("read 1048576/1048576 bytes at offset 0"), std::string::npos) << reads;
+  EXPECT_NE(reads.find("read 65536/65536 bytes at offset 107374116864"), std::string::npos)
+      << reads;
 }
 
 TEST_F(Qcow2ResizeTest, GrowingReadsZeroesEvenWhereTheBackingFileIsLonger) {
