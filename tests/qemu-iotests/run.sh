@@ -89,9 +89,14 @@ fetch_iotests() {
     if ! grep -qxF "Version: $version" <<<"$(apt-cache showsrc qemu 2>/dev/null)"; then
       add_source_entries >&2
     fi
-    (cd "$dir" && apt-get source --download-only "qemu=$version" >&2)
-    tarball=$(ls "$dir"/qemu_*.orig.tar.*)
-    tar -xf "$tarball" -C "$dir" --strip-components=1 --wildcards '*/tests/qemu-iotests' '*/python'
+    # errexit does not hold inside the $(fetch_iotests) that runs this: fail by hand, before
+    # `done` marks the tree complete.
+    (cd "$dir" && apt-get source --download-only "qemu=$version" >&2) ||
+      { echo "run.sh: cannot download QEMU's source package $version" >&2; exit 2; }
+    tarball=$(ls "$dir"/qemu_*.orig.tar.*) ||
+      { echo "run.sh: no QEMU source tarball in $dir" >&2; exit 2; }
+    tar -xf "$tarball" -C "$dir" --strip-components=1 --wildcards '*/tests/qemu-iotests' '*/python' ||
+      { echo "run.sh: cannot unpack $tarball" >&2; exit 2; }
     if ! qemu-system-x86_64 -accel help 2>/dev/null | grep -qx qtest; then
       sed -i 's/-accel qtest/-accel tcg/' "$dir/tests/qemu-iotests/testenv.py"
     fi
