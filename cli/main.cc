@@ -78,7 +78,11 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
   });
   // As QEMU: SHUTDOWN when the stop is decided, then every export goes with its
   // BLOCK_EXPORT_DELETED (for quit, before the command's reply).
-  auto shut_down = [&server, &daemon, announce_deleted](std::string_view reason) {
+  auto shut_down = [&server, &daemon, &loop, announce_deleted](std::string_view reason) {
+    // First what was posted before the stop (an export that ended or was deleted just before it
+    // is forgotten, which posts its event), so that every event keeps its place before SHUTDOWN.
+    while (loop.RunPosted()) {
+    }
     NotifyServiceManager("STOPPING=1");
     server.Broadcast(QmpEvent("SHUTDOWN", {{"guest", false}, {"reason", reason}}));
     daemon.StopAllExports(announce_deleted);
@@ -151,9 +155,6 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
       log::Error("event loop: {}", status.ToString());
       break;
     }
-  }
-  // Exports that ended or were deleted just before the stop: forgetting one posts its event.
-  while (loop.RunPosted()) {
   }
   if (commands.quit_requested()) {
     log::Info("quit requested over QMP; shut down");

@@ -111,6 +111,34 @@ TEST_F(ControlTest, QuitAnnouncesShutdownAndEveryExportBeforeItsReply) {
   EXPECT_FALSE(IsMounted(dir_.path() + "/null0"));
 }
 
+// block-export-del and quit in one write: the deleted export's event comes before the shutdown's.
+TEST_F(ControlTest, AnExportDeletedJustBeforeQuitIsAnnouncedBeforeTheShutdown) {
+  StartDaemon();
+  auto client = Connect();
+  client->Negotiate();
+  ASSERT_EQ(Success(client->Execute("blockdev-add", NullNode("null0"))), "");
+  ASSERT_EQ(
+      Success(client->Execute("block-export-add", FuseExport("exp1", "null0", dir_.File("null0")))),
+      "");
+  client->SendRaw(R"({"execute": "block-export-del", "arguments": {"id": "exp1"}})"
+                  "\n"
+                  R"({"execute": "quit"})");
+  std::vector<json> messages;
+  for (int i = 0; i < 5; ++i) {
+    std::optional<json> message = client->ReadMessage();
+    ASSERT_TRUE(message.has_value()) << i;
+    messages.push_back(*message);
+  }
+  EXPECT_EQ(messages[0], json({{"return", json::object()}}));
+  EXPECT_EQ(messages[1]["event"], "BLOCK_EXPORT_DELETED");
+  EXPECT_EQ(messages[1]["data"], json({{"id", "exp1"}}));
+  EXPECT_EQ(messages[2]["event"], "SHUTDOWN");
+  EXPECT_EQ(messages[3]["event"], "BLOCK_EXPORT_DELETED");
+  EXPECT_EQ(messages[3]["data"], json({{"id", "exp0"}}));
+  EXPECT_EQ(messages[4], json({{"return", json::object()}}));
+  EXPECT_EQ(daemon_->Wait(), 0);
+}
+
 TEST_F(ControlTest, SignalsAnnounceShutdownAndEveryExport) {
   for (int signal : {SIGTERM, SIGINT}) {
     SCOPED_TRACE(signal);
