@@ -186,6 +186,8 @@ Task<int64_t> Engine::AllocateAtEnd(uint64_t count) {
         SetRefcount(home->data.get(), g_.refcount_order, floor & (per_block - 1), 1);
         home->dirty = true;
       }
+      // If this fails, `floor` stays counted in `home`: the refcount table entry may have reached
+      // the disk, so a leak is the safe outcome, not a block referenced with refcount 0.
       int result = co_await CreateRefblock(missing, floor);
       if (result < 0) co_return result;
       floor = std::max(floor + 1, zero_from_);
