@@ -69,6 +69,9 @@ class BlockGraph {
   // Whether export `id` may serve the node (writable: taking write and resize) beside the node's
   // other users; refused with QEMU's permission conflict error.
   absl::Status CheckExport(std::string_view node_name, std::string_view id, bool writable) const;
+  // Whether block_resize may change the node's size: refused with QEMU's permission conflict
+  // error while a user (a qcow2 parent, a raw window) relies on it keeping its size.
+  absl::Status CheckResize(std::string_view node_name) const;
   // An export starts or stops serving the node; a node the monitor does not own stays open
   // while one does.
   void Retain(std::string_view node_name, std::string_view id, bool writable);

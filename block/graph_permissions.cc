@@ -127,4 +127,10 @@ absl::Status BlockGraph::CheckExport(std::string_view node_name, std::string_vie
   return absl::OkStatus();
 }
 
+absl::Status BlockGraph::CheckResize(std::string_view node_name) const {
+  // QEMU's block_resize takes resize through a block backend of its own, sharing everything.
+  return CheckNewUse(node_name,
+                     Use{.taken = kResize, .user = "an unnamed block device", .role = "root"});
+}
+
 }  // namespace bexd::block

@@ -351,6 +351,7 @@ absl::Status Daemon::ResizeNode(std::string_view node_name, int64_t size) {
   if (entry->node->read_only()) {
     return absl::FailedPreconditionError(fmt::format("Node '{}' is read only", node_name));
   }
+  if (absl::Status status = graph_.CheckResize(node_name); !status.ok()) return status;
   // Every driver's message names the node already.
   absl::Status status = entry->node->Truncate(static_cast<uint64_t>(size));
   if (!status.ok()) return status;

@@ -134,6 +134,49 @@ TEST_F(ControlTest, BlockResizeOfQcow2KeepsWholeSectorsAndShrinksOverData) {
   EXPECT_EQ(std::system(("qemu-io -c 'read -P 7 0 1M' " + image + " >/dev/null").c_str()), 0);
 }
 
+// block_resize of a node whose parent relies on its size is refused as QEMU refuses it, and the
+// image keeps its size and data: a qcow2 node's file, a raw window's file.
+TEST_F(ControlTest, BlockResizeRefusesANodeWhoseParentRefusesToShareResize) {
+  const std::string image = Path("parent.qcow2");
+  for (const std::string& command :
+       {"qemu-img create -f qcow2 " + image + " 8M", "qemu-io -c 'write -P 7 0 1M' " + image}) {
+    ASSERT_EQ(std::system((command + " >/dev/null 2>&1").c_str()), 0) << command;
+  }
+  const std::string window = dir_.File("window.img", 4 << 20);
+  StartDaemon({"--blockdev", "driver=file,node-name=qfile,filename=" + image, "--blockdev",
+               "driver=qcow2,node-name=q0,file=qfile", "--blockdev",
+               "driver=file,node-name=wfile,filename=" + window, "--blockdev",
+               "driver=raw,node-name=w0,file=wfile,offset=1048576,size=2097152"});
+  auto client = Connect();
+  client->Negotiate();
+  struct stat before {};
+  ASSERT_EQ(::stat(image.c_str(), &before), 0);
+  json reply = client->Execute("block_resize", {{"node-name", "qfile"}, {"size", 65536}});
+  EXPECT_EQ(ErrorClass(reply), "GenericError");
+  EXPECT_EQ(ErrorDesc(reply),
+            "Permission conflict on node 'qfile': permissions 'resize' are both required by an "
+            "unnamed block device (uses node 'qfile' as 'root' child) and unshared by node 'q0' "
+            "(uses node 'qfile' as 'file' child).");
+  reply = client->Execute("block_resize", {{"node-name", "wfile"}, {"size", 1 << 20}});
+  EXPECT_EQ(ErrorClass(reply), "GenericError");
+  EXPECT_NE(ErrorDesc(reply).find("unshared by node 'w0'"), std::string::npos) << reply.dump();
+  struct stat after {};
+  ASSERT_EQ(::stat(image.c_str(), &after), 0);
+  EXPECT_EQ(after.st_size, before.st_size);
+  ASSERT_EQ(::stat(window.c_str(), &after), 0);
+  EXPECT_EQ(after.st_size, 4 << 20);
+  // The format node itself can be resized.
+  ASSERT_EQ(Success(client->Execute("block_resize", {{"node-name", "q0"}, {"size", 16 << 20}})),
+            "");
+  for (const char* node : {"q0", "qfile"}) {
+    ASSERT_EQ(Success(client->Execute("blockdev-del", {{"node-name", node}})), "") << node;
+  }
+  CheckResult check = QemuCheck(image);
+  EXPECT_EQ(check.exit_status, 0) << check.output;
+  EXPECT_EQ(check.corruptions + check.leaks, 0u) << check.output;
+  EXPECT_EQ(std::system(("qemu-io -c 'read -P 7 0 1M' " + image + " >/dev/null").c_str()), 0);
+}
+
 // query-named-block-nodes in QEMU's field types: file and image.filename are the path (or QEMU's
 // pseudo file name), the switches come from the node's options, throttling and thresholds are 0.
 TEST_F(ControlTest, NamedBlockNodesHaveQemusFieldTypes) {
