@@ -184,7 +184,7 @@ bool Frontend::WaitRingError(uint32_t index) {
   return poll(&p, 1, static_cast<int>(options_.timeout.count())) == 1;
 }
 
-absl::Status Frontend::StartRing(uint32_t index) {
+absl::Status Frontend::StartRing(uint32_t index, uint16_t base_ahead) {
   Ring& ring = rings_[index];
   for (util::UniqueFd* fd : {&ring.kick, &ring.call, &ring.err}) {
     absl::StatusOr<util::UniqueFd> created = util::CreateEventFd();
@@ -202,7 +202,7 @@ absl::Status Frontend::StartRing(uint32_t index) {
   }
   const int backend_kick = options_.kick_socket ? ring.kick_peer.get() : ring.kick.get();
   proto::VringState num = {index, ring.size};
-  proto::VringState base = {index, ring.avail_idx};
+  proto::VringState base = {index, static_cast<uint16_t>(ring.avail_idx + base_ahead)};
   proto::VringAddr addr = {index,
                            0,
                            reinterpret_cast<uint64_t>(GuestPtr(ring.desc_gpa)),
@@ -302,6 +302,12 @@ absl::StatusOr<uint32_t> Frontend::GetVringBase(uint32_t index) {
 
 void Frontend::WriteDesc(uint32_t index, uint32_t desc_index, const RawDesc& desc) {
   memcpy(GuestPtr(rings_[index].desc_gpa) + 16 * desc_index, &desc, sizeof(desc));
+}
+
+void Frontend::WriteAvailEntry(uint32_t index, uint16_t ahead, uint16_t head) {
+  Ring& ring = rings_[index];
+  const uint16_t position = static_cast<uint16_t>(ring.avail_idx + ahead) % ring.size;
+  memcpy(GuestPtr(ring.avail_gpa) + 4 + 2 * position, &head, sizeof(head));
 }
 
 void Frontend::PublishHead(uint32_t index, uint16_t head, uint16_t extra_idx) {

@@ -99,6 +99,9 @@ class Frontend {
   };
   // Writes descriptor `index` of the ring's table (no bounds check on the guest side).
   void WriteDesc(uint32_t ring, uint32_t index, const RawDesc& desc);
+  // Writes `head` into the available ring `ahead` entries past the available index, without
+  // publishing it (a stale entry).
+  void WriteAvailEntry(uint32_t ring, uint16_t ahead, uint16_t head);
   // Puts `head` on the available ring and publishes avail idx + `extra_idx` (to fake a jump).
   void PublishHead(uint32_t ring, uint16_t head, uint16_t extra_idx = 0);
   // Guest physical address of a scratch area of `bytes` usable for raw chains.
@@ -113,6 +116,10 @@ class Frontend {
   // Waits for the used index to reach `idx`; false on timeout.
   bool WaitUsedIdx(uint32_t ring, uint16_t idx);
   void Kick(uint32_t ring);
+  // The frontend's ends of the ring's call and error eventfds (what a hostile frontend could
+  // tamper with: they share the open file description the backend received).
+  int call_fd(uint32_t ring) const { return rings_[ring].call.get(); }
+  int err_fd(uint32_t ring) const { return rings_[ring].err.get(); }
   // Waits (up to the timeout) for the backend to signal the ring's error eventfd (a broken ring).
   bool WaitRingError(uint32_t ring);
 
@@ -124,8 +131,9 @@ class Frontend {
   // GET_VRING_BASE: stops the ring and returns its next available index.
   absl::StatusOr<uint32_t> GetVringBase(uint32_t ring);
   // Starts a ring where it stands (SET_VRING_NUM/BASE/ADDR/KICK/CALL/ERR/ENABLE), as QEMU does
-  // when the driver starts or the VM resumes.
-  absl::Status StartRing(uint32_t ring);
+  // when the driver starts or the VM resumes. A hostile frontend gives a base `base_ahead`
+  // entries past the available index.
+  absl::Status StartRing(uint32_t ring, uint16_t base_ahead = 0);
   // Closes the connection without any goodbye, as a crashing QEMU would.
   void Drop();
   // Sends the memory table (again: the same memfd, as QEMU does when guest memory changes).

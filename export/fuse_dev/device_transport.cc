@@ -10,7 +10,6 @@
 #include <string>
 #include <utility>
 
-#include "export/fuse_dev/read_interrupt.h"
 #include "util/log.h"
 #include "util/rate_limit.h"
 #include "util/status.h"
@@ -47,7 +46,6 @@ absl::Status FuseDeviceTransport::Attach(QueueThread& thread) {
     return absl::InvalidArgumentError(
         fmt::format("the /dev/fuse transport has {} slots, not {}", kSlots, thread.slot_count()));
   }
-  if (absl::Status status = AcceptReadInterrupt(); !status.ok()) return status;
   const int flags = ::fcntl(device_.get(), F_GETFL);
   if (flags < 0) return util::ErrnoStatus(errno, "fcntl(F_GETFL) of /dev/fuse");
   device_flags_ = flags & ~O_NONBLOCK;
@@ -166,8 +164,6 @@ void FuseDeviceTransport::Reply(uint32_t slot, int64_t result) {
   log::Error("{}: writing a {}-byte reply failed: {}", thread_->label(), bytes,
              n < 0 ? std::string(std::strerror(errno)) : fmt::format("short write of {} bytes", n));
 }
-
-void FuseDeviceTransport::Wake(pthread_t thread) { InterruptRead(thread); }
 
 void FuseDeviceTransport::Detach(bool failed) {
   if (on_exit_) on_exit_(index_, failed);

@@ -54,7 +54,6 @@ class FuseDeviceTransport final : public QueueTransport {
   void Reply(uint32_t slot, int64_t result) override;
   void OnEvent(uint64_t tag, uint32_t events) override;
   bool BlocksWhenIdle() const override { return true; }
-  void Wake(pthread_t thread) override;
   void Detach(bool failed) override;
 
  private:

@@ -14,7 +14,6 @@
 #include <utility>
 #include <variant>
 
-#include "export/fuse_dev/read_interrupt.h"
 #include "export/fuse_uring/kernel_support.h"
 #include "export/queue/queue_cpus.h"
 #include "util/log.h"
@@ -167,8 +166,6 @@ FuseExport::~FuseExport() { Stop(); }
 
 absl::Status FuseExport::StartQueues(std::vector<util::UniqueFd> devices,
                                      const std::vector<int>& cpus, bool io_uring) {
-  // Idle queue threads wait in a blocking read, which only a signal ends.
-  if (absl::Status status = InstallReadInterrupt(); !status.ok()) return status;
   queues_.reserve(devices.size());
   for (uint32_t i = 0; i < devices.size(); ++i) {
     absl::StatusOr<std::unique_ptr<FuseDeviceTransport>> transport = FuseDeviceTransport::Create(

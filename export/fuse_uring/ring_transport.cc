@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "export/fuse_dev/read_interrupt.h"
 #include "util/log.h"
 #include "util/status.h"
 
@@ -80,8 +79,6 @@ absl::Status FuseRingTransport::Attach(QueueThread& thread) {
     return absl::InvalidArgumentError(fmt::format(
         "the io_uring transport has {} entries, not {} slots", depth_, thread.slot_count()));
   }
-  // Wake() ends an idle wait in io_uring_enter with a signal.
-  if (absl::Status status = AcceptReadInterrupt(); !status.ok()) return status;
   thread_ = &thread;
   ended_ = false;
   unsubmitted_ = 0;
@@ -281,8 +278,6 @@ bool FuseRingTransport::PrepareToSleep(QueueThread& thread) {
   }
   return io_uring_cq_ready(&ring_) == 0;
 }
-
-void FuseRingTransport::Wake(pthread_t thread) { InterruptRead(thread); }
 
 void FuseRingTransport::Detach(bool failed) {
   // Replies still in the submission ring reach their callers before the ring goes.

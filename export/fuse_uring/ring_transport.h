@@ -53,7 +53,6 @@ class FuseRingTransport final : public QueueTransport {
   void Flush() override;
   bool PrepareToSleep(QueueThread& thread) override;
   bool BlocksWhenIdle() const override { return true; }
-  void Wake(pthread_t thread) override;
   // Submits the last commits, then closes the ring (the kernel cancels the entries' commands).
   void Detach(bool failed) override;
 

@@ -11,6 +11,7 @@
 
 #include "export/queue/no_block_io_queue.h"
 #include "export/queue/queue_cpus.h"
+#include "export/queue/thread_interrupt.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -83,6 +84,9 @@ void QueueThread::Main() {
 
 absl::Status QueueThread::SetUp() {
   pthread_setname_np(pthread_self(), options_.thread_name.substr(0, 15).c_str());
+  for (absl::Status status : {InstallThreadInterrupt(), AcceptThreadInterrupt()}) {
+    if (!status.ok()) return util::AnnotateStatus(label(), status);
+  }
   // Pinned before the IoQueue exists, so that its memory is first touched on the right CPU.
   if (options_.cpu >= 0) {
     if (absl::Status status = PinCurrentThread(options_.cpu); !status.ok()) {
@@ -224,17 +228,22 @@ void QueueThread::OnDone(fuse::Request* request, int64_t result, void* context) 
 void QueueThread::RequestStop() {
   std::lock_guard lock(mutex_);
   if (loop_ != nullptr) loop_->RequestStop();
-  if (state_ == State::kRunning) transport_->Wake(thread_.native_handle());
+  if (state_ == State::kRunning && transport_->BlocksWhenIdle()) {
+    InterruptThread(thread_.native_handle());
+  }
 }
 
 void QueueThread::EndRun() {
   std::unique_lock lock(mutex_);
   if (loop_ != nullptr) loop_->RequestStop();
-  while (state_ == State::kStarting || state_ == State::kRunning) {
-    // A transport waiting in the kernel checks for a stop before each wait, but a wake-up that
-    // lands between that check and the wait is lost: repeat it until the run has ended.
-    if (state_ == State::kRunning && transport_->BlocksWhenIdle()) {
-      transport_->Wake(thread_.native_handle());
+  for (bool waited = false; state_ == State::kStarting || state_ == State::kRunning;
+       waited = true) {
+    // A transport waiting in the kernel checks for a stop before each wait, but an interrupt that
+    // lands between that check and the wait is lost: repeat it until the run has ended. Any other
+    // thread still running after a round may be stuck in a call on an fd a peer controls (a
+    // frontend's eventfd made blocking and full): interrupt it too.
+    if (state_ == State::kRunning && (transport_->BlocksWhenIdle() || waited)) {
+      InterruptThread(thread_.native_handle());
     }
     changed_.wait_for(lock, std::chrono::milliseconds(20));
   }

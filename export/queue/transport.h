@@ -10,7 +10,6 @@
 #pragma once
 
 #include <absl/status/status.h>
-#include <pthread.h>
 
 #include <cstdint>
 
@@ -61,14 +60,9 @@ class QueueTransport {
   virtual void OnEvent(uint64_t tag, uint32_t events) {}
 
   // True if Fetch() with `idle` waits in the kernel for the next request itself (a blocking read
-  // of /dev/fuse) instead of letting the thread sleep in epoll. Such a transport must implement
-  // Wake().
+  // of /dev/fuse) instead of letting the thread sleep in epoll. A stop ends that wait with a
+  // signal (thread_interrupt.h), so the wait must return on EINTR.
   virtual bool BlocksWhenIdle() const { return false; }
-
-  // From another thread after a stop was requested: ends a wait inside Fetch() that the
-  // skeleton's epoll cannot see. Repeated until the run has ended (a wake-up may land just
-  // before the wait begins).
-  virtual void Wake(pthread_t thread) {}
 
   // On the queue thread once the run has drained (no request in flight). `failed`: the transport
   // ended the run itself (QueueThread::EndServing(true)) rather than a stop request.

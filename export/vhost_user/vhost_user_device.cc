@@ -84,8 +84,12 @@ void SetReply(uint32_t request, const T& value, VhostUserDevice::Reply* reply) {
 
 }  // namespace
 
-VhostUserDevice::VhostUserDevice(std::string name, std::vector<VringQueue*> queues)
-    : name_(std::move(name)), queues_(std::move(queues)), vrings_(queues_.size()) {}
+VhostUserDevice::VhostUserDevice(std::string name, std::vector<VringQueue*> queues,
+                                 std::function<void()> on_reset)
+    : name_(std::move(name)),
+      queues_(std::move(queues)),
+      on_reset_(std::move(on_reset)),
+      vrings_(queues_.size()) {}
 
 VhostUserDevice::~VhostUserDevice() { Reset(); }
 
@@ -97,6 +101,7 @@ void VhostUserDevice::Reset() {
   features_ = 0;
   features_set_ = false;
   protocol_features_ = 0;
+  if (on_reset_) on_reset_();
 }
 
 absl::Status VhostUserDevice::Handle(Message& message, Reply* reply) {

@@ -29,8 +29,11 @@ class VhostUserDevice {
                                         vhost::kFeatureEventIdx | vhost::kFeatureProtocolFeatures;
   static constexpr uint64_t kProtocolFeatures = vhost::kProtocolMq | vhost::kProtocolReplyAck;
 
-  // `queues` outlive the device; queues[i] serves vring i.
-  VhostUserDevice(std::string name, std::vector<VringQueue*> queues);
+  // `queues` outlive the device; queues[i] serves vring i. `on_reset` runs at the end of every
+  // Reset() (a disconnect, RESET_OWNER), once no request is in flight: the guest's state above
+  // the rings (its FUSE session) is gone with it.
+  VhostUserDevice(std::string name, std::vector<VringQueue*> queues,
+                  std::function<void()> on_reset);
   ~VhostUserDevice();  // Reset()
   VhostUserDevice(const VhostUserDevice&) = delete;
   VhostUserDevice& operator=(const VhostUserDevice&) = delete;
@@ -84,6 +87,7 @@ class VhostUserDevice {
 
   const std::string name_;
   const std::vector<VringQueue*> queues_;
+  const std::function<void()> on_reset_;
   uint64_t features_ = 0;
   bool features_set_ = false;
   uint64_t protocol_features_ = 0;

@@ -63,7 +63,11 @@ absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
     vhost_export->queues_.push_back(std::move(*queue));
   }
   vhost_export->device_ =
-      std::make_unique<VhostUserDevice>(fmt::format("export '{}'", options.id), std::move(queues));
+      std::make_unique<VhostUserDevice>(fmt::format("export '{}'", options.id), std::move(queues),
+                                        [session = vhost_export->session_] {
+                                          // The next frontend starts with INIT, as a new mount.
+                                          session->MarkDestroyed();
+                                        });
   if (absl::Status status = vhost_export->Listen(); !status.ok()) return status;
   vhost_export->thread_ = std::thread(&VhostUserFsExport::ServeConnections, vhost_export.get());
   log::Info(

@@ -103,6 +103,11 @@ Virtqueue::PopResult Virtqueue::Pop(struct iovec* iov, int capacity, Chain* chai
   if (broken_ != nullptr) return PopResult::kBroken;
   uint16_t avail_idx = LoadAvailIdx();
   if (avail_idx == next_avail_) return PopResult::kEmpty;
+  // Both limits: a ring restarted at a base the guest never reached (SET_VRING_BASE past the
+  // available index) would otherwise serve stale entries the guest never published.
+  if (static_cast<uint16_t>(avail_idx - next_avail_) > size_) {
+    return Break("available index is more than the queue size ahead of the next entry to take");
+  }
   if (static_cast<uint16_t>(avail_idx - used_idx_) > size_) {
     return Break("available index is more than the queue size ahead of the used index");
   }

@@ -112,6 +112,27 @@ TEST_F(MalformedChainTest, AvailIndexJump) {
   });
 }
 
+// A ring restarted at a base past the available index: the entries between are stale, never
+// published by the guest, and none of them may be served.
+TEST_F(MalformedChainTest, BasePastTheAvailableIndexServesNoStaleEntry) {
+  StartExport(2);
+  std::unique_ptr<Frontend> frontend = ConnectAndInit(Options(2));
+  ASSERT_NE(frontend, nullptr);
+  ASSERT_TRUE(frontend->GetVringBase(1).ok());
+  const uint64_t gpa = frontend->ScratchGpa();
+  const uint32_t len = WriteLookup(*frontend, gpa);
+  frontend->WriteDesc(1, kFree, {gpa, len, vring::kDescNext, kFree + 1});
+  frontend->WriteDesc(1, kFree + 1, {gpa + 4096, 256, vring::kDescWrite, 0});
+  constexpr uint16_t kAhead = 10;
+  for (uint16_t i = 0; i < kAhead; ++i) frontend->WriteAvailEntry(1, i, kFree);
+  const uint16_t used_before = frontend->used_idx(1);
+  ASSERT_TRUE(frontend->StartRing(1, kAhead).ok());
+  frontend->Kick(1);
+  EXPECT_TRUE(frontend->WaitRingError(1)) << "ring 1 was not reported broken";
+  EXPECT_EQ(frontend->used_idx(1), used_before) << "stale entries were served";
+  EXPECT_EQ(LookupImage(*frontend, 2), 2u);
+}
+
 TEST_F(MalformedChainTest, ReadableAfterWritable) {
   ExpectRingBroken([](Frontend& f) {
     uint64_t gpa = f.ScratchGpa();

@@ -151,6 +151,31 @@ TEST_F(ProtocolTest, SecondFrontendIsRefusedWhileOneIsConnected) {
   EXPECT_TRUE(export_->in_use());
 }
 
+// The FUSE session belongs to one frontend: after a disconnect or RESET_OWNER, the next one must
+// send INIT before anything else is served.
+TEST_F(ProtocolTest, EachFrontendStartsANewFuseSession) {
+  const uint64_t node = LookupImage(*frontend_);
+  for (bool reset_owner : {false, true}) {
+    SCOPED_TRACE(reset_owner ? "after RESET_OWNER" : "after a disconnect");
+    if (reset_owner) {
+      absl::StatusOr<uint64_t> acked = frontend_->Send(proto::kResetOwner, nullptr, 0);
+      ASSERT_TRUE(acked.ok()) << acked.status();
+      ASSERT_EQ(*acked, 0u);
+    }
+    frontend_.reset();
+    absl::StatusOr<std::unique_ptr<Frontend>> next = Frontend::Connect(Options());
+    ASSERT_TRUE(next.ok()) << next.status();
+    struct fuse_getattr_in in = {};
+    absl::StatusOr<FuseReply> reply =
+        (*next)->Fuse(1, FUSE_GETATTR, node, &in, sizeof(in), nullptr, 0, 256);
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(reply->header.error, -EIO) << "served before INIT";
+    ASSERT_TRUE((*next)->Init().ok());
+    EXPECT_EQ(LookupImage(**next), node);
+    frontend_ = std::move(*next);
+  }
+}
+
 TEST_F(ProtocolTest, StopAndRestartRingKeepsPosition) {
   uint64_t node = LookupImage(*frontend_);
   // INIT and LOOKUP ran on ring 1.
