@@ -45,9 +45,8 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Create(std::shared_ptr<block::
   if (options.writable && node->read_only()) {
     return absl::InvalidArgumentError(absl::StrCat(who, "writable export of a read-only node"));
   }
-  if (options.growable && !options.writable) {
-    return absl::InvalidArgumentError(absl::StrCat(who, "growable export must be writable"));
-  }
+  // As QSD: growable only changes what writes do, so a read-only export ignores it.
+  if (!options.writable) options.growable = false;
   if (options.growable && !node->capabilities().resize) {
     return absl::InvalidArgumentError(absl::StrCat(who, "growable export of a node that cannot be ",
                                                    "resized (", node->description(), ")"));

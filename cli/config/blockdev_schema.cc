@@ -226,7 +226,7 @@ absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax synt
     reader.RequiredString("node-name", &options.node_name);
   }
   if (reader.ok() && !options.node_name.empty()) {
-    absl::Status name_status = CheckName(options.node_name);
+    absl::Status name_status = CheckNodeName(options.node_name);
     if (!name_status.ok()) reader.Fail("node-name", std::string(name_status.message()));
   }
   reader.Bool("read-only", &options.read_only);

@@ -24,4 +24,13 @@ absl::Status CheckName(std::string_view name) {
   return absl::OkStatus();
 }
 
+absl::Status CheckNodeName(std::string_view name) {
+  constexpr size_t kMaxNodeNameLength = 31;
+  if (name.size() > kMaxNodeNameLength) {
+    return absl::InvalidArgumentError(
+        fmt::format("Node name too long (at most {} bytes)", kMaxNodeNameLength));
+  }
+  return CheckName(name);
+}
+
 }  // namespace bexd::cli

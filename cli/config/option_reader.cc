@@ -2,6 +2,8 @@
 #include "cli/config/option_reader.h"
 
 #include <charconv>
+#include <cstdint>
+#include <limits>
 
 #include <absl/strings/ascii.h>
 #include <fmt/format.h>
@@ -98,13 +100,14 @@ void OptionReader::Bool(std::string_view key, bool* out) {
   }
   if (value->is_string()) {
     const std::string& text = value->get_ref<const std::string&>();
-    for (std::string_view yes : {"on", "yes", "true"}) {
+    // QEMU's keyval booleans (qapi_bool_parse).
+    for (std::string_view yes : {"on", "yes", "true", "y"}) {
       if (text == yes) {
         *out = true;
         return;
       }
     }
-    for (std::string_view no : {"off", "no", "false"}) {
+    for (std::string_view no : {"off", "no", "false", "n"}) {
       if (text == no) {
         *out = false;
         return;
@@ -141,7 +144,11 @@ void OptionReader::Size(std::string_view key, uint64_t* out) {
                  ? "a size in bytes (an integer, optionally with a k, M, G, T, P or E suffix)"
                  : "a size in bytes (a non-negative integer)",
              *value);
+    return;
   }
+  // Block layers count bytes in int64_t (offsets, off_t, QEMU's sizes): more cannot be served.
+  constexpr uint64_t kMaxSize = std::numeric_limits<int64_t>::max();
+  if (*out > kMaxSize) Fail(key, fmt::format("must be at most {}, got {}", kMaxSize, *out));
 }
 
 void OptionReader::Integer(std::string_view key, uint64_t* out, uint64_t min, uint64_t max) {

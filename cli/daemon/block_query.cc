@@ -124,9 +124,10 @@ json DeviceInfo(const BlockGraph& graph, const BlockGraph::Entry& entry, bool fl
 }  // namespace
 
 json NamedBlockNodesJson(const BlockGraph& graph, bool flat) {
+  // Newest first, as QEMU lists them (bdrv_named_nodes_list prepends each node).
   json nodes = json::array();
-  for (const BlockGraph::Entry& entry : graph.entries()) {
-    nodes.push_back(DeviceInfo(graph, entry, flat));
+  for (auto it = graph.entries().rbegin(); it != graph.entries().rend(); ++it) {
+    nodes.push_back(DeviceInfo(graph, *it, flat));
   }
   return nodes;
 }

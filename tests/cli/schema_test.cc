@@ -142,6 +142,14 @@ TEST(BlockdevSchemaTest, SizeSuffixes) {
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=n,size=1.5G"), Syntax::kKeyval),
             "size: expected a size in bytes (an integer, optionally with a k, M, G, T, P or E "
             "suffix), got \"1.5G\"");
+  // Past INT64_MAX no offset can reach the end: refused, not served as EIO.
+  EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=n,size=8E"), Syntax::kKeyval),
+            "size: must be at most 9223372036854775807, got 9223372036854775808");
+  json object = {{"driver", "null-co"}, {"node-name", "n"}, {"size", UINT64_MAX}};
+  EXPECT_EQ(BlockdevError(object, Syntax::kJson),
+            "size: must be at most 9223372036854775807, got 18446744073709551615");
+  object["size"] = uint64_t{INT64_MAX};
+  EXPECT_TRUE(ParseBlockdevOptions(object, Syntax::kJson).ok());
 }
 
 TEST(BlockdevSchemaTest, KeyvalErrorsNameTheKey) {
@@ -161,6 +169,26 @@ TEST(BlockdevSchemaTest, KeyvalErrorsNameTheKey) {
             "latency-ns: expected a non-negative integer, got \"-1\"");
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=9d"), Syntax::kKeyval),
             "node-name: '9d' must start with a letter (then letters, digits, -, . or _)");
+  // QEMU's limit for node names: 31 bytes.
+  EXPECT_TRUE(ParseBlockdevOptions(Keyval("driver=null-co,node-name=" + std::string(31, 'n')),
+                                   Syntax::kKeyval)
+                  .ok());
+  EXPECT_EQ(
+      BlockdevError(Keyval("driver=null-co,node-name=" + std::string(32, 'n')), Syntax::kKeyval),
+      "node-name: Node name too long (at most 31 bytes)");
+  // QEMU's keyval booleans include y and n.
+  for (const char* yes : {"on", "yes", "true", "y"}) {
+    absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(
+        Keyval(std::string("driver=null-co,node-name=d,read-only=") + yes), Syntax::kKeyval);
+    ASSERT_TRUE(options.ok()) << yes << ": " << options.status();
+    EXPECT_TRUE(options->read_only) << yes;
+  }
+  for (const char* no : {"off", "no", "false", "n"}) {
+    absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(
+        Keyval(std::string("driver=null-co,node-name=d,read-only=") + no), Syntax::kKeyval);
+    ASSERT_TRUE(options.ok()) << no << ": " << options.status();
+    EXPECT_FALSE(options->read_only) << no;
+  }
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=d,filename=x"), Syntax::kKeyval),
             "filename: unknown option (known here: auto-read-only, cache, detect-zeroes, discard, "
             "driver, latency-ns, node-name, read-only, read-zeroes, size)");

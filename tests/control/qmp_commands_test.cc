@@ -262,8 +262,10 @@ TEST_F(ControlTest, TwoClientsSeeEachOthersChanges) {
   ASSERT_EQ(Success(first->Execute("blockdev-add", NullNode("shared"))), "");
   json nodes = second->Execute("query-named-block-nodes")["return"];
   ASSERT_EQ(nodes.size(), 2u);
-  EXPECT_EQ(nodes[1]["node-name"], "shared");
-  EXPECT_EQ(nodes[1]["drv"], "null-co");
+  // Newest first, as QEMU lists them.
+  EXPECT_EQ(nodes[0]["node-name"], "shared");
+  EXPECT_EQ(nodes[0]["drv"], "null-co");
+  EXPECT_EQ(nodes[1]["node-name"], "disk0");
   ASSERT_EQ(Success(second->Execute("blockdev-del", {{"node-name", "shared"}})), "");
   EXPECT_EQ(first->Execute("query-named-block-nodes")["return"].size(), 1u);
 }

@@ -117,7 +117,7 @@ TEST_F(QmpJsonLimitsTest, SingleQuotedStrings) {
   client->SendRaw(R"({'execute': 'blockdev-add',
                       'arguments': {'driver': 'null-co', 'node-name': 'null0', 'size': 1048576}})");
   EXPECT_EQ(Success(client->ReadReply()), "");
-  EXPECT_EQ(client->Execute("query-named-block-nodes")["return"][1]["node-name"], "null0");
+  EXPECT_EQ(client->Execute("query-named-block-nodes")["return"][0]["node-name"], "null0");
   // An escape QEMU does not know stays an error.
   client->SendRaw(R"({'execute': 'query-version', 'id': '\x'})");
   EXPECT_EQ(ErrorClass(client->ReadReply()), "GenericError");
