@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <unordered_set>
+#include <vector>
 
 namespace bexd::cli {
 namespace {
@@ -11,6 +13,9 @@ namespace {
 constexpr int kIndent = 4;
 
 struct TooDeep {};
+struct DuplicateKey {
+  std::string key;
+};
 
 // The bytes of indentation the pretty form of `value` takes, at `depth`; stops counting past
 // kMaxIndentationBytes.
@@ -31,17 +36,28 @@ std::string JsonDepthError() {
 }
 
 absl::StatusOr<nlohmann::json> ParseJsonText(std::string_view text) {
+  using Event = nlohmann::json::parse_event_t;
+  // The keys of each object being read, innermost last. nlohmann keeps the last of repeated
+  // keys; QEMU refuses them, and so does bexd rather than silently drop a value.
+  std::vector<std::unordered_set<std::string>> keys;
   // The callback sees each container open with the number of containers around it.
-  auto limit_depth = [](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
-    bool opens = event == nlohmann::json::parse_event_t::object_start ||
-                 event == nlohmann::json::parse_event_t::array_start;
+  auto check = [&keys](int depth, Event event, nlohmann::json& parsed) {
+    const bool opens = event == Event::object_start || event == Event::array_start;
     if (opens && depth >= kMaxJsonDepth) throw TooDeep();
+    if (event == Event::object_start) keys.emplace_back();
+    if (event == Event::object_end) keys.pop_back();
+    if (event == Event::key && !keys.back().insert(parsed.get<std::string>()).second) {
+      throw DuplicateKey{parsed.get<std::string>()};
+    }
     return true;
   };
   try {
-    return nlohmann::json::parse(text, limit_depth);
+    return nlohmann::json::parse(text, check);
   } catch (const TooDeep&) {
     return absl::InvalidArgumentError(JsonDepthError());
+  } catch (const DuplicateKey& duplicate) {
+    return absl::InvalidArgumentError(
+        fmt::format("invalid JSON: duplicate key '{}'", duplicate.key));
   } catch (const nlohmann::json::exception& error) {
     std::string_view message = error.what();
     // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> "line 1, ..."

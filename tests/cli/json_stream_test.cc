@@ -159,5 +159,17 @@ TEST(JsonStreamTest, InvalidEscapesStayInvalid) {
   }
 }
 
+// QEMU refuses a key given twice in one object; nlohmann alone would keep the last value.
+TEST(JsonTextTest, ARepeatedKeyIsRefused) {
+  absl::StatusOr<nlohmann::json> parsed = ParseJsonText(
+      R"({"execute": "blockdev-add", "arguments": {"node-name": "a", "node-name": "b"}})");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().message(), "invalid JSON: duplicate key 'node-name'");
+  // The same key in different objects is fine.
+  parsed = ParseJsonText(R"({"a": {"a": 1, "b": [{"a": 2}, {"a": 3}]}, "b": {"a": 4}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ((*parsed)["b"]["a"], 4);
+}
+
 }  // namespace
 }  // namespace bexd::cli
