@@ -244,6 +244,24 @@ absl::Status FileNode::Truncate(uint64_t new_size) {
   return absl::OkStatus();
 }
 
+void FileNode::TrimPastEnd(uint64_t end) {
+  // A client that does its own I/O on the file (SharePageCache) owns its size.
+  if (is_block_device_ || page_cache_shared_.load(std::memory_order_acquire)) return;
+  const uint64_t size = size_.load(std::memory_order_acquire);
+  if (end <= size) return;
+  RangeGuard guard(rmw_lock_, size & ~uint64_t{offset_align_ - 1}, UINT64_MAX);
+  // A Truncate may have run meanwhile: the size it left is the one to keep.
+  const uint64_t kept = size_.load(std::memory_order_acquire);
+  struct stat st;
+  if (end <= kept || fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) <= kept) return;
+  if (ftruncate(fd_, static_cast<off_t>(kept)) != 0) {
+    log::Error(
+        "node '{}': a write that completed after a shrink extended '{}' to {} bytes, and "
+        "cutting it back to {} failed: {}",
+        node_name(), options_.filename, st.st_size, kept, std::strerror(errno));
+  }
+}
+
 absl::StatusOr<std::unique_ptr<IoQueue>> FileNode::CreateDriverQueue() {
   auto queue = FileQueue::Create(shared_from_this());
   if (!queue.ok()) {

@@ -56,6 +56,12 @@ class FileNode final : public BlockNode, public std::enable_shared_from_this<Fil
   void NoteAioFdsyncRefused();
   // Serializes read-modify-write of partial blocks, and resizing, under O_DIRECT.
   RangeLock& rmw_lock() { return rmw_lock_; }
+  // On the queue thread, as a write, write-zeroes or allocation that ended at `end` completes
+  // past the node's size: it was accepted before a shrink and landed after it, extending the
+  // file again (QEMU drains a node before truncating it; bexd's queues take no lock that would
+  // allow that). Cuts the file back to the node's size, so a reopen or a later grow does not
+  // bring that data back.
+  void TrimPastEnd(uint64_t end);
 
   // Whether a read or write of the iovec at `offset` can go to the kernel without a bounce
   // buffer.

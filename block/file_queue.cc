@@ -27,6 +27,12 @@ bool Continues(const IoRequest& last, const IoRequest& next) {
   return last.op == next.op && HasData(next.op) && last.offset + last.length == next.offset;
 }
 
+// Operations that may write past the file's end and so extend it: allocation is fallocate mode
+// 0, and write-zeroes falls back to writing zeroes where the file system cannot zero a range.
+bool CanExtendFile(IoOp op) {
+  return op == IoOp::kWrite || op == IoOp::kWriteZeroes || op == IoOp::kAllocate;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FileQueue>> FileQueue::Create(std::shared_ptr<FileNode> node) {
@@ -272,7 +278,12 @@ void FileQueue::Poll() {
   finished.Splice(local_);
   while (IoRequest* request = finished.PopFront()) {
     --in_flight_;
-    request->done(request, State(request)->result);
+    const int64_t result = State(request)->result;
+    if (result >= 0 && CanExtendFile(request->op) &&
+        request->offset + request->length > node_->size()) {
+      node_->TrimPastEnd(request->offset + request->length);
+    }
+    request->done(request, result);
   }
   // What the callbacks submitted, and partial completions handed to the workers.
   SubmitAio();

@@ -148,6 +148,36 @@ TEST_P(FileOpsTest, TruncateGrowsAndShrinks) {
   EXPECT_EQ(std::memcmp(back.data(), original.data() + 512 * 1024, 100), 0);
 }
 
+// A write accepted before a shrink may land after it and extend the file again; when it
+// completes, the file is cut back to the node's size, so neither a reopen nor a later grow brings
+// its bytes back. The truncate runs while a 16 MiB write past the new end is still in flight.
+TEST_P(FileOpsTest, AWriteLandingAfterAShrinkDoesNotGrowTheFileBack) {
+  constexpr uint64_t kImage = 64 << 20, kShrunk = 4 << 20, kLength = 16 << 20;
+  std::string path = dir_.CreateFile("image", kImage);
+  auto node = testing::OpenFileOrFail(path, GetParam(), false, DiscardMode::kUnmap);
+  auto queue = testing::MakeQueue(*node);
+  std::vector<unsigned char> data = Pattern(kLength, 9);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(node->Truncate(kImage).ok());
+    struct iovec iov = {data.data(), data.size()};
+    IoRequest request;
+    Outcome outcome;
+    Prepare(&request, &outcome, IoOp::kWrite, 32 << 20, kLength, &iov, 1);
+    queue->Submit(&request);
+    queue->Poll();  // hands it to libaio, the ring or a worker
+    ASSERT_TRUE(node->Truncate(kShrunk).ok());
+    ASSERT_TRUE(WaitIdle(*queue));
+    ASSERT_TRUE(outcome.done);
+    EXPECT_EQ(node->size(), kShrunk);
+    EXPECT_EQ(testing::FileSize(path), kShrunk)
+        << "round " << round << ", write result " << outcome.result;
+  }
+  ASSERT_TRUE(node->Truncate(kImage).ok());
+  std::vector<unsigned char> back(4096, 0xee);
+  EXPECT_EQ(ReadAt(*queue, back.data(), back.size(), 32 << 20), 4096);
+  EXPECT_EQ(back, std::vector<unsigned char>(4096, 0));
+}
+
 // Two threads, each with its own queue, write disjoint byte ranges that share every 512-byte
 // block, many at once and repeatedly; read-modify-write must not let one undo the other.
 TEST_P(FileOpsTest, ConcurrentPartialBlockWritesLoseNothing) {
