@@ -25,6 +25,8 @@ enum Tag : uint32_t { kSocketTag, kWakeTag, kTimerTag };
 // NBD's fields are 32 bits wide; libnbd allows 64 MiB per read or write.
 constexpr uint64_t kMaxRangeCommand = uint64_t{1} << 30;  // trim, write-zeroes, block status
 constexpr uint32_t kMaxDataCommand = uint32_t{32} << 20;  // QEMU's NBD_MAX_BUFFER_SIZE
+// With reconnect-delay=0, how long requests wait at most for the first reconnect attempt.
+constexpr uint32_t kFirstAttemptWaitSeconds = 1;
 
 NbdRequestState* StateOf(IoRequest* request) { return DriverState<NbdRequestState>(request); }
 
@@ -393,6 +395,7 @@ bool NbdConnection::HandleEvents() {
       case kWakeTag:
         Drain(wake_fd_);
         if (nbd_handle* handle = delivered_.exchange(nullptr)) Install(NbdHandle(handle));
+        if (attempt_failed_.exchange(false) && first_attempt_only_) DelayOver();
         break;
       case kTimerTag:
         Drain(timer_fd_);
@@ -430,7 +433,7 @@ int64_t NbdConnection::Acknowledge(IoRequest* request, int64_t result) {
     case IoOp::kWriteZeroes:
       // A FUA write is durable already (with FUA, or with the flush sent after it).
       if (!(request->flags & kIoFua)) {
-        link_.writes_acknowledged.fetch_add(1, std::memory_order_acq_rel);
+        last_acknowledged_ = link_.writes_acknowledged.fetch_add(1, std::memory_order_acq_rel) + 1;
       }
       return result;
     case IoOp::kFlush: {
@@ -483,16 +486,20 @@ void NbdConnection::LoseConnection() {
   server_stopping_ = false;
   announce_stopping_ = false;
   disconnect_sent_ = false;
-  if (info_.can_flush && link_.writes_acknowledged.load(std::memory_order_acquire) >
-                             link_.writes_flushed.load(std::memory_order_acquire)) {
+  // Only this connection's writes: another connection's may have gone to a server that came back
+  // since (an idle connection learns of its loss late), and each checks its own when it is lost.
+  if (info_.can_flush &&
+      last_acknowledged_ > link_.writes_flushed.load(std::memory_order_acquire)) {
     link_.writes_maybe_lost.store(true, std::memory_order_release);
   }
+  last_acknowledged_ = 0;
   const uint32_t delay = link_.options.reconnect_delay;
   log::Limited(lost, log::Level::kWarn, "node '{}': lost the connection to NBD server {} ({}); {}",
                link_.node_name, NbdAddress(link_.options),
                lost_reason_.empty() ? "no reason given" : lost_reason_,
                delay > 0 ? fmt::format("requests wait up to {} s for a new connection", delay)
-                         : std::string("requests fail with EIO until it is back"));
+                         : std::string("requests wait for one reconnect attempt, then fail with "
+                                       "EIO until it is back"));
   lost_reason_.clear();
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, socket_fd_, nullptr);
   {
@@ -500,26 +507,37 @@ void NbdConnection::LoseConnection() {
     socket_fd_ = -1;
   }
   handle_.reset();
-  if (delay > 0) {
-    state_ = State::kWaiting;
-    struct itimerspec expiry = {};
-    expiry.it_value.tv_sec = static_cast<time_t>(delay);
-    timerfd_settime(timer_fd_, 0, &expiry, nullptr);
-  } else {
-    state_ = State::kFailing;
-    // Held while a stopping server answered what it had.
-    while (IoRequest* request = held_.PopFront()) Finish(request, -EIO);
-  }
+  // With reconnect-delay=0 requests fail while the server is away, but only once an attempt
+  // has failed: an idle queue notices a lost connection only with its next request, and QEMU,
+  // which watches every connection, would have reconnected in the background meanwhile. The
+  // connector's first attempt runs at once; the timer bounds one that hangs.
+  first_attempt_only_ = delay == 0;
+  state_ = State::kWaiting;
+  struct itimerspec expiry = {};
+  expiry.it_value.tv_sec = static_cast<time_t>(delay > 0 ? delay : kFirstAttemptWaitSeconds);
+  timerfd_settime(timer_fd_, 0, &expiry, nullptr);
+  attempt_failed_.store(false);
   link_.connector->Request(this);
+}
+
+void NbdConnection::AttemptFailed() {
+  attempt_failed_.store(true);
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
 }
 
 void NbdConnection::DelayOver() {
   if (state_ != State::kWaiting) return;
+  const struct itimerspec disarm = {};
+  timerfd_settime(timer_fd_, 0, &disarm, nullptr);
   static log::RateLimit still_away;
   log::Limited(still_away, log::Level::kWarn,
-               "node '{}': NBD server {} is still away after reconnect-delay ({} s); requests "
-               "fail with EIO until it is back",
-               link_.node_name, NbdAddress(link_.options), link_.options.reconnect_delay);
+               "node '{}': NBD server {} is still away {}; requests fail with EIO until it is "
+               "back",
+               link_.node_name, NbdAddress(link_.options),
+               first_attempt_only_
+                   ? std::string("after the first reconnect attempt (reconnect-delay=0)")
+                   : fmt::format("after reconnect-delay ({} s)", link_.options.reconnect_delay));
   state_ = State::kFailing;
   while (IoRequest* request = held_.PopFront()) Finish(request, -EIO);
 }

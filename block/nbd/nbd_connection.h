@@ -78,6 +78,7 @@ class NbdConnection final : public NbdReconnectClient {
 
   void Reconnected(NbdHandle handle) override;
   void ServerStopping() override;
+  void AttemptFailed() override;
 
  private:
   enum class State {
@@ -141,6 +142,11 @@ class NbdConnection final : public NbdReconnectClient {
   int socket_fd_ = -1;
   uint32_t socket_events_ = 0;
   std::atomic<nbd_handle*> delivered_{nullptr};
+  // The node's writes_acknowledged count of the last write acknowledged on this connection.
+  uint64_t last_acknowledged_ = 0;
+  std::atomic<bool> attempt_failed_{false};  // AttemptFailed() since the last wake-up
+  // With reconnect-delay=0: requests are held only until the first reconnect attempt ends.
+  bool first_attempt_only_ = false;
   std::string lost_reason_;
   // A command was answered with NBD_ESHUTDOWN: new requests wait for the next connection, the
   // node's other connections are still to be told, NBD_CMD_DISC was sent.

@@ -105,6 +105,7 @@ void NbdConnector::Loop() {
       }
       continue;
     }
+    for (NbdReconnectClient* client : waiting_) client->AttemptFailed();
     pause = pause.count() == 0 ? kFirstPause : std::min(pause * 2, kLongestPause);
     log::Limited(failed_attempt, log::Level::kWarn,
                  "node '{}': reconnecting to NBD server {} failed: {}; next attempt in {} s",

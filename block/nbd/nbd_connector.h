@@ -25,6 +25,9 @@ class NbdReconnectClient {
   // Runs on another connection's thread, under the connector's lock: that connection learned
   // that the server is shutting down, which waits until every client has disconnected.
   virtual void ServerStopping() = 0;
+  // Runs on the connector's thread, under its lock: an attempt failed while the client waited
+  // (it stays queued for the next one).
+  virtual void AttemptFailed() = 0;
 
  protected:
   ~NbdReconnectClient() = default;

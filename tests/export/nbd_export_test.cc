@@ -398,6 +398,48 @@ TEST_F(NbdServerRestartTest, NbdkitKilledWithinTheDelayRequestsWait) {
   RunRestart(120, {"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "file", image}, image);
 }
 
+// With reconnect-delay=0, an idle queue notices that its server went away only with its next
+// request. When the server is back by then, that request is served over a new connection instead
+// of failing: requests fail only once a reconnect attempt has failed (QEMU, which watches every
+// connection, reconnects in the background meanwhile).
+TEST_F(NbdServerRestartTest, AServerBackBeforeTheNextRequestServesIt) {
+  const std::string image = scratch_.CreateFile("image", 16 * kMiB);
+  NbdServer* server = Serve({"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "file", image});
+  ASSERT_NE(server, nullptr);
+  const std::string mountpoint = MakeMountpoint();
+  Daemon daemon(DaemonArgs(mountpoint, 0, 2));
+  ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+  const int fd = ::open(mountpoint.c_str(), O_RDWR | O_DIRECT);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  AlignedBuffer buffer(kBlock);
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    // Both queues get requests, so both connections are up before the server goes.
+    for (int block = 0; block < 4; ++block) {
+      FillPattern(buffer.data, kBlock, block * kBlock, 10 * round + block);
+      ASSERT_EQ(::pwrite(fd, buffer.data, kBlock, block * kBlock), ssize_t(kBlock))
+          << std::strerror(errno);
+    }
+    ASSERT_EQ(::fsync(fd), 0) << std::strerror(errno);
+    server->Kill();
+    ASSERT_TRUE(server->Start()) << server->why_not();
+    for (int block = 0; block < 4; ++block) {
+      FillPattern(buffer.data, kBlock, block * kBlock, 10 * round + block + 5);
+      ASSERT_EQ(::pwrite(fd, buffer.data, kBlock, block * kBlock), ssize_t(kBlock))
+          << "block " << block << ": " << std::strerror(errno);
+    }
+    ASSERT_EQ(::fsync(fd), 0) << std::strerror(errno);
+    const std::vector<uint8_t> bytes = ReadWholeFile(image);
+    for (int block = 0; block < 4; ++block) {
+      EXPECT_EQ(Slice(bytes, block * kBlock, kBlock),
+                Pattern(kBlock, block * kBlock, 10 * round + block + 5))
+          << "block " << block;
+    }
+  }
+  ::close(fd);
+  EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+}
+
 // A server stopped cleanly (SIGTERM, as `systemctl restart` sends) answers NBD_ESHUTDOWN and waits
 // for its clients to leave: bexd disconnects, so the old server exits, and the reads that met it
 // are served by the next server instead of failing. With one connection per queue (multi-conn)
