@@ -3,14 +3,18 @@
 
 #include <fmt/format.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "export/vhost_user/guest_memory_faults.h"
 
 namespace bexd::exports {
 namespace {
@@ -21,6 +25,11 @@ bool RangeEnd(uint64_t start, uint64_t length, uint64_t* end) {
 
 bool Overlaps(uint64_t a_start, uint64_t a_end, uint64_t b_start, uint64_t b_end) {
   return a_start < b_end && b_start < a_end;
+}
+
+bool OnHugetlbfs(int fd) {
+  struct statfs fs;
+  return fstatfs(fd, &fs) == 0 && fs.f_type == HUGETLBFS_MAGIC;
 }
 
 // The alignment mmap() offsets need for this file: huge pages for hugetlbfs (reported as its
@@ -94,6 +103,7 @@ absl::StatusOr<std::unique_ptr<GuestMemory>> GuestMemory::Map(
     return absl::InvalidArgumentError(fmt::format(
         "memory table has {} regions but {} file descriptors", regions.size(), fds.size()));
   }
+  if (absl::Status status = InstallGuestMemoryFaultHandler(); !status.ok()) return status;
   std::unique_ptr<GuestMemory> memory(new GuestMemory());
   for (size_t i = 0; i < regions.size(); ++i) {
     const GuestMemoryRegionSpec& spec = regions[i];
@@ -118,8 +128,12 @@ absl::StatusOr<std::unique_ptr<GuestMemory>> GuestMemory::Map(
     uint64_t map_offset = spec.mmap_offset & ~(align - 1);
     uint64_t lead = spec.mmap_offset - map_offset;
     size_t length = static_cast<size_t>(lead + spec.size);
-    void* mapping = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
-                         fds[i], static_cast<off_t>(map_offset));
+    // On hugetlbfs the kernel then reserves the huge pages now (those the frontend's own mapping
+    // holds count), so a file the machine has no huge pages for fails here instead of faulting
+    // at the first access.
+    const int reserve = OnHugetlbfs(fds[i]) ? 0 : MAP_NORESERVE;
+    void* mapping = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | reserve, fds[i],
+                         static_cast<off_t>(map_offset));
     if (mapping == MAP_FAILED) {
       return absl::InvalidArgumentError(
           fmt::format("memory region {}: mmap of 0x{:x} bytes at offset 0x{:x}: {}", i, length,
@@ -127,6 +141,9 @@ absl::StatusOr<std::unique_ptr<GuestMemory>> GuestMemory::Map(
     }
     memory->regions_.push_back(
         Region{spec, static_cast<unsigned char*>(mapping) + lead, mapping, length});
+    absl::StatusOr<int> slot = WatchMapping(mapping, length, align, &memory->faults_);
+    if (!slot.ok()) return slot.status();  // the destructor unmaps what is mapped
+    memory->regions_.back().watch_slot = *slot;
   }
   std::sort(memory->regions_.begin(), memory->regions_.end(), [](const Region& a, const Region& b) {
     return a.spec.guest_phys_addr < b.spec.guest_phys_addr;
@@ -152,6 +169,7 @@ absl::StatusOr<std::unique_ptr<GuestMemory>> GuestMemory::Borrow(
 
 GuestMemory::~GuestMemory() {
   for (const Region& region : regions_) {
+    if (region.watch_slot >= 0) UnwatchMapping(region.watch_slot);
     if (region.mapping != nullptr) munmap(region.mapping, region.mapping_length);
   }
 }

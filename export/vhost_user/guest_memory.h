@@ -9,6 +9,7 @@
 #include <absl/status/statusor.h>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -60,6 +61,9 @@ class GuestMemory {
   void* FrontendToHost(uint64_t addr, uint64_t length) const;
 
   int region_count() const { return static_cast<int>(regions_.size()); }
+  // Whether an access to a mapped region raised SIGBUS (the frontend made a page unbackable; see
+  // guest_memory_faults.h). What was read from that page since is zeroes, not the guest's.
+  bool faulted() const { return faults_.load(std::memory_order_acquire) != 0; }
 
  private:
   struct Region {
@@ -67,6 +71,7 @@ class GuestMemory {
     unsigned char* host = nullptr;  // guest_phys_addr maps here
     void* mapping = nullptr;        // what munmap() gets, or nullptr if borrowed
     size_t mapping_length = 0;
+    int watch_slot = -1;  // WatchMapping()'s, for a mapping
   };
   GuestMemory() = default;
   static absl::Status CheckLayout(const std::vector<GuestMemoryRegionSpec>& regions);
@@ -74,6 +79,7 @@ class GuestMemory {
   const Region* RegionOf(uint64_t gpa) const;
 
   std::vector<Region> regions_;  // sorted by guest_phys_addr
+  std::atomic<uint32_t> faults_{0};
 };
 
 }  // namespace bexd::exports

@@ -77,6 +77,7 @@ absl::Status VringQueue::Attach(QueueThread& thread) {
 }
 
 QueueTransport::Fetched VringQueue::Fetch(QueueThread& thread, bool /*idle*/) {
+  CheckMemory();
   if (kick_lost_ || ring_.broken()) return Fetched::kEmpty;
   ring_.DisableKick();
   while (thread.has_free_slot()) {
@@ -113,8 +114,16 @@ void VringQueue::Reply(uint32_t slot, int64_t result) {
 }
 
 void VringQueue::Flush() {
+  CheckMemory();
   if (ring_.FlushUsed()) Notify(run_.call_fd);
   ReportBroken();
+}
+
+void VringQueue::CheckMemory() {
+  // Also over an earlier reason: the zeroes read from a lost page make the ring look broken too.
+  if (run_.memory->faulted()) {
+    ring_.MarkBroken("its guest memory could not be read (SIGBUS: a page has no backing)");
+  }
 }
 
 void VringQueue::ReportBroken() {

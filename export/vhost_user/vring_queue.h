@@ -70,6 +70,9 @@ class VringQueue final : public QueueTransport {
   // Stops watching the kick fd and taking chains: the ring is stopped for the rest of this run.
   void LoseKick(const char* why);
   void ReportBroken();
+  // Breaks the ring once guest memory faulted (guest_memory_faults.h): what it read since may be
+  // zeroes instead of the guest's data.
+  void CheckMemory();
 
   // Owned by the queue thread while running, by the socket thread while idle.
   VringRun run_;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // GuestMemory::Map on every kind of fd a frontend can pass: only what has a size (a regular file,
-// a memfd, a block device) is mapped, and only when it backs the whole region, so no access to a
-// mapped region can fault past the end of its backing.
+// a memfd, a block device) is mapped, and only when it backs the whole region; a page that loses
+// its backing later faults without killing the process.
 #include "export/vhost_user/guest_memory.h"
 
 #include <fcntl.h>
@@ -129,6 +129,45 @@ TEST(GuestMemoryTest, SecondRegionIsCheckedAndNothingStaysMapped) {
       << memory.status();
   EXPECT_EQ(MappingsOf("guest-refused-table"), 0);  // region 0 was mapped, then let go
   close(zero_fd);
+  close(fd);
+}
+
+// A frontend that shrinks its file after the table was checked: an access to the lost pages
+// raises SIGBUS, which is survived (zeroes are read) and reported through faulted().
+TEST(GuestMemoryTest, APageLostAfterMappingFaultsWithoutKillingTheProcess) {
+  int fd = memfd_create("guest-shrunk", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 1 << 20), 0);
+  absl::StatusOr<std::unique_ptr<GuestMemory>> memory = GuestMemory::Map(OneRegion(1 << 20), {fd});
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  auto* bytes = static_cast<volatile unsigned char*>((*memory)->GuestToHost(0, 1 << 20));
+  ASSERT_NE(bytes, nullptr);
+  bytes[4096] = 7;
+  EXPECT_FALSE((*memory)->faulted());
+  ASSERT_EQ(ftruncate(fd, 0), 0);
+  EXPECT_EQ(bytes[8192], 0);  // faults: the page has no backing any more
+  EXPECT_TRUE((*memory)->faulted());
+  bytes[8192] = 9;  // the replacement page takes writes too
+  EXPECT_EQ(bytes[8192], 9);
+  memory->reset();
+  close(fd);
+}
+
+// hugetlbfs memory the machine has no huge pages for is refused when the table arrives, rather
+// than faulting at the first access.
+TEST(GuestMemoryTest, HugetlbMemoryWithoutHugePagesIsRefused) {
+  uint64_t free_pages = 0, page_kib = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    if (key == "HugePages_Free:") meminfo >> free_pages;
+    if (key == "Hugepagesize:") meminfo >> page_kib;
+  }
+  if (page_kib == 0) GTEST_SKIP() << "no huge page support";
+  int fd = memfd_create("guest-huge", MFD_CLOEXEC | MFD_HUGETLB);
+  if (fd < 0) GTEST_SKIP() << "memfd_create(MFD_HUGETLB): " << std::strerror(errno);
+  const uint64_t bytes = (free_pages + 1) * page_kib * 1024;
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0) << std::strerror(errno);
+  EXPECT_NE(MapError(fd, bytes).find("mmap of"), std::string::npos) << MapError(fd, bytes);
   close(fd);
 }
 

@@ -89,6 +89,20 @@ TEST_F(MemoryTableTest, RefusedTableLeavesTheRingsOnTheOldOne) {
   ExpectReadServed(12288);
 }
 
+// A frontend that shrinks its memfd under the running rings: the backend's next access to the
+// rings faults (SIGBUS), the ring breaks instead of the daemon dying, and the next frontend is
+// served. The test's own frontend must not touch its memory after the shrink either.
+TEST_F(MemoryTableTest, MemoryShrunkUnderTheRingsBreaksThemWithoutKillingTheDaemon) {
+  ExpectReadServed(0);
+  ASSERT_EQ(ftruncate(frontend_->memory_fd(), 0), 0) << std::strerror(errno);
+  frontend_->Kick(1);
+  EXPECT_TRUE(frontend_->WaitRingError(1)) << "ring 1 was not reported broken";
+  frontend_.reset();
+  std::unique_ptr<Frontend> next = ConnectAndInit(Options());
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(LookupImage(*next), node_);
+}
+
 TEST_F(MemoryTableTest, BlockDeviceMustBackItsWholeRegion) {
   testing::ScratchDir dir("vhost-memory");
   constexpr uint64_t kDeviceBytes = 64 << 10;
