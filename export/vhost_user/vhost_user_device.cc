@@ -136,12 +136,14 @@ absl::Status VhostUserDevice::Dispatch(Message& message, Reply* reply) {
 
   switch (request) {
     case vhost::kGetFeatures:
+      if (absl::Status s = need_size(0); !s.ok()) return s;
       SetReply(request, kFeatures, reply);
       return absl::OkStatus();
     case vhost::kSetFeatures:
       if (absl::Status s = need_size(sizeof(u64)); !s.ok()) return s;
       return SetFeatures(u64);
     case vhost::kGetProtocolFeatures:
+      if (absl::Status s = need_size(0); !s.ok()) return s;
       SetReply(request, kProtocolFeatures, reply);
       return absl::OkStatus();
     case vhost::kSetProtocolFeatures:
@@ -153,6 +155,7 @@ absl::Status VhostUserDevice::Dispatch(Message& message, Reply* reply) {
       protocol_features_ = u64;
       return absl::OkStatus();
     case vhost::kGetQueueNum:
+      if (absl::Status s = need_size(0); !s.ok()) return s;
       SetReply(request, uint64_t{queues_.size()}, reply);
       return absl::OkStatus();
     case vhost::kSetOwner:

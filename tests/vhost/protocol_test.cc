@@ -69,6 +69,13 @@ TEST_F(ProtocolTest, WrongPayloadSizeWithoutAckClosesConnection) {
   ExpectNextFrontendServed();
 }
 
+TEST_F(ProtocolTest, AQueryWithAPayloadClosesConnection) {
+  const uint64_t payload = 0;  // GET_* requests carry none
+  ASSERT_TRUE(frontend_->Send(proto::kGetQueueNum, &payload, sizeof(payload), {}, false).ok());
+  EXPECT_TRUE(ClosedByBackend(*frontend_));
+  ExpectNextFrontendServed();
+}
+
 TEST_F(ProtocolTest, BadVringValuesGetNegativeAck) {
   proto::VringState not_power_of_two = {1, 100};
   proto::VringState too_big = {1, 4096};
