@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // bexd: parse and check every option, open the nodes, start the exports, then serve QMP and
 // signals on the main thread until asked to stop; stop every export before exiting.
+#include <absl/strings/str_join.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -163,6 +164,13 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
   }
   server.FlushAll();
   loop.Remove(signal_fd->get());
+  if (!daemon.stop_flush_failures().empty()) {
+    log::Error(
+        "exiting with status 1: the final flush of export(s) {} failed, so data written "
+        "through them may not be durable",
+        absl::StrJoin(daemon.stop_flush_failures(), ", "));
+    return 1;
+  }
   return status.ok() ? 0 : 1;
 }
 

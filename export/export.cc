@@ -12,6 +12,7 @@ void Export::FlushAfterLastReply() {
   if (!writable_) return;
   if (absl::Status status = FlushNode(*node_); !status.ok()) {
     log::Error("export '{}': flush on stop failed: {}", id_, std::string(status.message()));
+    stop_flush_failed_.store(true, std::memory_order_release);
   }
 }
 

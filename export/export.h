@@ -51,6 +51,8 @@ class Export {
   // unmounted from outside").
   bool ended() const { return ended_.load(std::memory_order_acquire); }
   const std::string& ended_reason() const { return ended_reason_; }
+  // True once the flush of a stop has failed: what the export's clients wrote may not be durable.
+  bool stop_flush_failed() const { return stop_flush_failed_.load(std::memory_order_acquire); }
 
  protected:
   Export(std::string id, bool writable, std::shared_ptr<block::BlockNode> node,
@@ -61,7 +63,8 @@ class Export {
         on_ended_(std::move(on_ended)) {}
 
   // For the transport's stop, once every reply has been sent and before the transport goes: makes
-  // what a writable export wrote durable; a failure is logged (nobody is left to answer).
+  // what a writable export wrote durable; a failure is logged (nobody is left to answer) and
+  // kept for stop_flush_failed().
   void FlushAfterLastReply();
 
   // For the transport, once, after it released everything its end made useless.
@@ -78,6 +81,7 @@ class Export {
   EndedFn on_ended_;
   std::string ended_reason_;  // written once, before `ended_` is set
   std::atomic<bool> ended_{false};
+  std::atomic<bool> stop_flush_failed_{false};
 };
 
 }  // namespace bexd::exports

@@ -274,6 +274,7 @@ std::vector<Daemon::LiveExport>::iterator Daemon::RemoveExport(
   if (it->stopper.joinable()) it->stopper.join();
   std::string node_name = it->spec.options.node_name;
   std::string id = it->spec.options.id;
+  if (it->running->stop_flush_failed()) stop_flush_failures_.push_back(id);
   it = exports_.erase(it);
   graph_.Release(node_name, id);
   return it;

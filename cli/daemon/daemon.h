@@ -78,6 +78,9 @@ class Daemon {
   // Stops every export, newest first (drain, flush, unmount), then forgets them, each passed to
   // `announce` if set (QSD's BLOCK_EXPORT_DELETED at quit and on signals, sent at once).
   void StopAllExports(const std::function<void(const std::string&)>& announce);
+  // The exports whose flush failed when they stopped (deleted, ended or stopped at shutdown):
+  // data written through them may not be durable, which the exit status reports.
+  const std::vector<std::string>& stop_flush_failures() const { return stop_flush_failures_; }
 
   // QMP's query-named-block-nodes, query-block-exports and x-query-export-stats results.
   nlohmann::json NamedBlockNodes(bool flat) const;
@@ -121,6 +124,7 @@ class Daemon {
   std::vector<std::string> monitor_paths_;  // canonical
   std::function<void(const std::string&)> export_deleted_;
   exports::Export::EndedFn export_ended_;
+  std::vector<std::string> stop_flush_failures_;
 };
 
 }  // namespace bexd::cli

@@ -6,6 +6,8 @@
 // behind the error filter, whose reads and writes fail with EIO on demand. With a loop device on
 // it, a node without O_DIRECT has a page cache whose writeback fails (fsyncgate).
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -180,6 +182,31 @@ TEST_F(FailedWritebackTest, SecondWritersFsyncFailsAfterTheFirstOnesFailed) {
   // What an export's Stop() does after its last request (it logs the failure).
   absl::Status stop_flush = FlushNode(*node);
   EXPECT_EQ(stop_flush.code(), absl::StatusCode::kDataLoss) << stop_flush;
+}
+
+// A daemon whose final flush fails (the disk failed under buffered writes and stayed failed for
+// the flush) says so in its exit status, so a script or service manager learns that data may be
+// lost; a clean stop still exits 0.
+TEST_F(FailedWritebackTest, AFailedFinalFlushMakesTheExitStatusOne) {
+  for (bool fail : {false, true}) {
+    SCOPED_TRACE(fail ? "failing disk" : "working disk");
+    const std::string mountpoint = MakeMountpoint();
+    Daemon daemon({"--blockdev", "driver=file,node-name=disk0,filename=" + loop_->path(),
+                   "--export",
+                   "type=fuse,id=exp0,node-name=disk0,writable=on,mountpoint=" + mountpoint});
+    ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+    const int fd = ::open(mountpoint.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    WriteBlock(fd, 0, fail ? 5 : 4);
+    disk_->SetFailing(fail);
+    // The file system flushes (and fails) the write at the close; the export's own flush at the
+    // stop fails again, as the node keeps its flush error.
+    ::close(fd);
+    const int status = daemon.SignalAndWait(SIGTERM);
+    disk_->SetFailing(false);
+    ASSERT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), fail ? 1 : 0);
+  }
 }
 
 }  // namespace
