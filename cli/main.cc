@@ -19,6 +19,7 @@
 #include "cli/daemon/daemonize.h"
 #include "cli/daemon/demo.h"
 #include "cli/daemon/event_loop.h"
+#include "cli/daemon/forced_exit.h"
 #include "cli/daemon/pidfile.h"
 #include "cli/daemon/qmp_commands.h"
 #include "cli/daemon/qmp_server.h"
@@ -79,13 +80,15 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
   });
   // As QEMU: SHUTDOWN when the stop is decided, then every export goes with its
   // BLOCK_EXPORT_DELETED (for quit, before the command's reply).
-  auto shut_down = [&server, &daemon, &loop, announce_deleted](std::string_view reason) {
+  auto shut_down = [&server, &daemon, &loop, announce_deleted,
+                    signals = signal_fd->get()](std::string_view reason) {
     // First what was posted before the stop (an export that ended or was deleted just before it
     // is forgotten, which posts its event), so that every event keeps its place before SHUTDOWN.
     while (loop.RunPosted()) {
     }
     NotifyServiceManager("STOPPING=1");
     server.Broadcast(QmpEvent("SHUTDOWN", {{"guest", false}, {"reason", reason}}));
+    ForcedExit forced_exit(signals);
     daemon.StopAllExports(announce_deleted);
   };
   commands.set_quit_callback([&] { shut_down("host-qmp-quit"); });
@@ -135,7 +138,8 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
   status = loop.Add(signal_fd->get(), EPOLLIN, [&](uint32_t) {
     signalfd_siginfo info;
     while (::read(signal_fd->get(), &info, sizeof(info)) == sizeof(info)) {
-      log::Info("received SIG{}; shutting down", ::sigabbrev_np(info.ssi_signo));
+      log::Info("received SIG{}; shutting down (another stop signal exits at once)",
+                ::sigabbrev_np(info.ssi_signo));
       stop = true;
     }
   });

@@ -22,7 +22,9 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "export/fuse_dev/fuse_mountpoint.h"
 #include "util/log.h"
@@ -102,7 +104,32 @@ bool RunFusermountUnmount(const std::string& path) {
   return true;
 }
 
+// What DetachAllMounts() detaches: each mount's path and device, from Create() to Unmount().
+std::mutex live_mounts_mutex;
+std::vector<std::pair<std::string, dev_t>> live_mounts;
+
+void AddLiveMount(const std::string& path, dev_t device) {
+  std::lock_guard lock(live_mounts_mutex);
+  live_mounts.emplace_back(path, device);
+}
+
+void RemoveLiveMount(const std::string& path, dev_t device) {
+  std::lock_guard lock(live_mounts_mutex);
+  std::erase(live_mounts, std::pair(path, device));
+}
+
 }  // namespace
+
+void DetachAllMounts() {
+  std::lock_guard lock(live_mounts_mutex);
+  for (const auto& [path, device] : live_mounts) {
+    absl::StatusOr<std::optional<MountEntry>> top = TopMountAt(path);
+    if (!top.ok() || !top->has_value() || (*top)->device != device) continue;
+    if (absl::Status status = DetachMount(path); !status.ok()) {
+      log::Error("{}", std::string(status.message()));
+    }
+  }
+}
 
 absl::Status DetachMount(const std::string& path) {
   if (::umount2(path.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0) return absl::OkStatus();
@@ -149,6 +176,7 @@ absl::StatusOr<FuseMount> FuseMount::Create(const std::string& path,
         top.ok() ? "" : absl::StrCat(": ", top.status().message())));
   }
   FuseMount mount(path, std::move(owned), (*top)->device, allow_other);
+  AddLiveMount(path, mount.device_);
   if (absl::Status status = SetNonBlocking(mount.fd_.get()); !status.ok()) return status;
   return mount;
 }
@@ -187,6 +215,7 @@ absl::StatusOr<std::vector<util::UniqueFd>> FuseMount::OpenQueues(uint32_t count
 void FuseMount::Unmount() {
   if (!mounted_) return;
   mounted_ = false;
+  RemoveLiveMount(path_, device_);
   absl::StatusOr<std::optional<MountEntry>> top = TopMountAt(path_);
   if (!top.ok()) {
     log::Error("not unmounting '{}': {}", path_, std::string(top.status().message()));

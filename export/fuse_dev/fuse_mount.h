@@ -22,6 +22,11 @@ inline constexpr char kBexdFsSubtype[] = "bexd";
 // through fusermount3 when not root.
 absl::Status DetachMount(const std::string& path);
 
+// Detaches every file system this process mounted and has not unmounted, where the mount at its
+// path is still the one it made. For an exit that does not wait for the exports to stop: their
+// mountpoints are left usable instead of failing with ENOTCONN until someone unmounts them.
+void DetachAllMounts();
+
 struct FuseMountOptions {
   std::string fs_name;  // the mount's source in /proc/mounts
   AllowOther allow_other = AllowOther::kAuto;

@@ -236,8 +236,19 @@ void QueueThread::RequestStop() {
 void QueueThread::EndRun() {
   std::unique_lock lock(mutex_);
   if (loop_ != nullptr) loop_->RequestStop();
+  const auto begun = std::chrono::steady_clock::now();
+  auto next_report = begun + std::chrono::seconds(10);
   for (bool waited = false; state_ == State::kStarting || state_ == State::kRunning;
        waited = true) {
+    // Storage that never answers keeps a stop waiting: say so, so that it is not a silent hang.
+    if (const auto now = std::chrono::steady_clock::now(); now >= next_report) {
+      log::Warn(
+          "{}: still stopping after {} s: requests in flight on node '{}' have not "
+          "completed",
+          label(), std::chrono::duration_cast<std::chrono::seconds>(now - begun).count(),
+          session_->node().node_name());
+      next_report = now + std::chrono::seconds(30);
+    }
     // A transport waiting in the kernel checks for a stop before each wait, but an interrupt that
     // lands between that check and the wait is lost: repeat it until the run has ended. Any other
     // thread still running after a round may be stuck in a call on an fd a peer controls (a

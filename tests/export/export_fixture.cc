@@ -218,6 +218,10 @@ bool Daemon::WaitMounted(const std::string& path) const {
   return false;
 }
 
+void Daemon::Signal(int signal) const {
+  if (pid_ >= 0) EXPECT_EQ(::kill(pid_, signal), 0) << std::strerror(errno);
+}
+
 int Daemon::SignalAndWait(int signal) {
   if (pid_ < 0) return -1;
   EXPECT_EQ(::kill(pid_, signal), 0) << std::strerror(errno);

@@ -96,6 +96,8 @@ class Daemon {
   // Sends `signal` and waits up to 30 s for the exit; the wait status, or -1 if it had to be
   // killed.
   int SignalAndWait(int signal);
+  // Sends `signal` without waiting.
+  void Signal(int signal) const;
 
  private:
   pid_t pid_ = -1;

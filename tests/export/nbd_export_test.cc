@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -438,6 +439,38 @@ TEST_F(NbdServerRestartTest, AServerBackBeforeTheNextRequestServesIt) {
   }
   ::close(fd);
   EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+}
+
+// A stop waits for the requests in flight, and a server that never answers keeps it waiting: a
+// second SIGTERM then exits at once with status 1 and detaches the mount, so the mountpoint is
+// not left failing with ENOTCONN.
+TEST_F(NbdServerRestartTest, ASecondSignalEndsAStopThatWaitsForAServerThatNeverAnswers) {
+  const std::string image = scratch_.CreateFile("image", 16 * kMiB);
+  NbdServer* server = Serve({"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "--filter=delay",
+                             "file", image, "delay-write=600"});
+  ASSERT_NE(server, nullptr);
+  const std::string mountpoint = MakeMountpoint();
+  Daemon daemon(DaemonArgs(mountpoint, 0, 1));
+  ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+  std::atomic<int> write_errno{-1};
+  std::thread writer([&] {
+    const int fd = ::open(mountpoint.c_str(), O_WRONLY | O_DIRECT);
+    AlignedBuffer buffer(kBlock);
+    FillPattern(buffer.data, kBlock, 0, 3);
+    const bool written = fd >= 0 && ::pwrite(fd, buffer.data, kBlock, 0) == ssize_t(kBlock);
+    write_errno = written ? 0 : errno;
+    if (fd >= 0) ::close(fd);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the write waits on the server
+  daemon.Signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(IsFuseMounted(mountpoint)) << "the first signal should wait for the write";
+  const int status = daemon.SignalAndWait(SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_FALSE(IsFuseMounted(mountpoint));
+  writer.join();
+  EXPECT_NE(write_errno.load(), 0) << "the write cannot have succeeded";
 }
 
 // A server stopped cleanly (SIGTERM, as `systemctl restart` sends) answers NBD_ESHUTDOWN and waits

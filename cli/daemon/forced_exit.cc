@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+#include "cli/daemon/forced_exit.h"
+
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "export/fuse_dev/fuse_mount.h"
+#include "util/eventfd.h"
+#include "util/log.h"
+
+namespace bexd::cli {
+
+ForcedExit::ForcedExit(int signal_fd) {
+  absl::StatusOr<util::UniqueFd> done = util::CreateEventFd();
+  if (!done.ok()) {
+    log::Warn("a second stop signal will not force an exit: {}",
+              std::string(done.status().message()));
+    return;
+  }
+  done_fd_ = *std::move(done);
+  thread_ = std::thread(&ForcedExit::Watch, this, signal_fd);
+}
+
+ForcedExit::~ForcedExit() {
+  if (!thread_.joinable()) return;
+  util::SignalEventFd(done_fd_.get());
+  thread_.join();
+}
+
+void ForcedExit::Watch(int signal_fd) {
+  struct pollfd fds[2] = {{signal_fd, POLLIN, 0}, {done_fd_.get(), POLLIN, 0}};
+  for (;;) {
+    if (::poll(fds, 2, -1) < 0) continue;  // EINTR
+    if (fds[1].revents != 0) return;
+    signalfd_siginfo info;
+    if (::read(signal_fd, &info, sizeof(info)) != sizeof(info)) continue;
+    log::Error(
+        "received SIG{} while stopping; exiting at once with status 1 without waiting for "
+        "the exports to drain: requests still in flight fail, and what they wrote may be "
+        "lost",
+        ::sigabbrev_np(info.ssi_signo));
+    exports::DetachAllMounts();
+    ::_exit(1);
+  }
+}
+
+}  // namespace bexd::cli
