@@ -7,8 +7,8 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
