@@ -45,8 +45,7 @@ Answer Fallocate(Call& call) {
   if (reserve && !capabilities.allocate && in.offset < size) return Answer::Error(EOPNOTSUPP);
   if (!keep_size && end > size) {
     // An explicit size change, like truncate (as QSD grows a writable export here). Where size
-    // changes need `growable` (virtio-fs), a fixed-size disk has no room past its end: ENOSPC, as
-    // for a WRITE there.
+    // changes need `growable` (virtio-fs), a fixed-size disk has no room past its end: ENOSPC.
     if (!session.resizable()) return Answer::Error(ENOSPC);
     static log::RateLimit failed;
     if (int error = ChangeSize(call, end, SizeChange::kGrow, failed)) return Answer::Error(error);

@@ -123,9 +123,9 @@ TEST_P(FileNodeTest, WritesPastTheEndOfAFixedSizeExport) {
   EXPECT_EQ(reply.payload<fuse_write_out>().size, 1000u);
   EXPECT_EQ(image.Read(kImageSize - 1000, 1000),
             std::vector<uint8_t>(data.begin(), data.begin() + 1000));
-  // Wholly past it: nothing fits.
-  EXPECT_EQ(harness.Run(WriteRequest(1, kImageSize, data)).error(), ENOSPC);
-  EXPECT_EQ(harness.Run(WriteRequest(1, kImageSize + 8192, data)).error(), ENOSPC);
+  // Wholly past it: nothing fits, EIO as from QSD.
+  EXPECT_EQ(harness.Run(WriteRequest(1, kImageSize, data)).error(), EIO);
+  EXPECT_EQ(harness.Run(WriteRequest(1, kImageSize + 8192, data)).error(), EIO);
   EXPECT_EQ(image.size(), kImageSize);
 }
 
