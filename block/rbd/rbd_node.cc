@@ -152,7 +152,8 @@ absl::Status RbdNode::TakeExclusiveLock() {
     if (*alive) {
       return failed(absl::FailedPreconditionError(fmt::format(
           "locked for writing by another client ({}); open it with read-only=on, or stop that "
-          "client",
+          "client (a client that died keeps its lock until the OSDs notice, about 30 s: "
+          "osd_client_watch_timeout)",
           owner)));
     }
   }

@@ -42,10 +42,26 @@ int64_t ClientErrno(int64_t result, const RbdNode& node) {
     default:
       return result;
   }
+  // What an operator can do about it.
+  const char* why = "";
+  switch (-result) {
+    case ETIMEDOUT:
+      why =
+          ": no answer within rados_osd_op_timeout (an OSD is down or unreachable, or the pool "
+          "is full or over its quota, for which librados holds writes back)";
+      break;
+    case ESHUTDOWN:
+      why =
+          ": the cluster blocklisted this client (another client broke its lock on the image "
+          "while it was unreachable); the export needs a restart to use the image again";
+      break;
+    default:
+      break;
+  }
   static log::RateLimit cluster_errors;
   log::Limited(cluster_errors, log::Level::kWarn,
-               "node '{}': a request to the Ceph cluster failed ({}); reporting {}",
-               node.node_name(), std::strerror(static_cast<int>(-result)),
+               "node '{}': a request to the Ceph cluster failed ({}{}); reporting {}",
+               node.node_name(), std::strerror(static_cast<int>(-result)), why,
                std::strerror(static_cast<int>(-mapped)));
   return mapped;
 }
