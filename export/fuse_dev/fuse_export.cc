@@ -308,8 +308,17 @@ void FuseExport::TearDown() {
   if (torn_down_) return;
   torn_down_ = true;
   FlushAfterLastReply();
-  // Backing ids die with the connection anyway; closing them first leaves nothing to chance.
-  if (session_->passthrough() != nullptr) session_->passthrough()->Detach();
+  if (fuse::Passthrough* passthrough = session_->passthrough(); passthrough != nullptr) {
+    // Closing the backing id stops new passthrough opens; files open already keep their own
+    // backing file, which the kernel cannot take back.
+    if (const uint32_t open = passthrough->open_files(); open > 0 && session_->options().writable) {
+      log::Warn(
+          "export '{}': {} file(s) opened through passthrough are still open; they can "
+          "still read and write the image after this stop, until their owners close them",
+          id(), open);
+    }
+    passthrough->Detach();
+  }
   mount_.Unmount();
   // Closing the last descriptor aborts the connection: requests that were never read (callers
   // of a lazily detached mount) fail instead of waiting forever.

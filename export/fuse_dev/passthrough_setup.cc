@@ -114,6 +114,15 @@ absl::StatusOr<std::unique_ptr<fuse::Passthrough>> PreparePassthrough(const Expo
     *why_not = std::move(obstacle);
     return nullptr;
   }
+  if (options.writable && fuse_options.passthrough == PassthroughMode::kAuto) {
+    // The kernel cannot revoke a passthrough file: one still open when the export stops keeps
+    // writing to the image, which another program may have taken over by then.
+    *why_not =
+        "auto leaves writable exports on the queues (a client's passthrough file stays usable "
+        "after the export stops, and could write to an image someone else uses by then); "
+        "passthrough=on accepts that";
+    return nullptr;
+  }
   return std::make_unique<fuse::Passthrough>(std::move(backing),
                                              fmt::format("export '{}'", options.id));
 }

@@ -219,7 +219,9 @@ bool Daemon::WaitMounted(const std::string& path) const {
 }
 
 void Daemon::Signal(int signal) const {
-  if (pid_ >= 0) EXPECT_EQ(::kill(pid_, signal), 0) << std::strerror(errno);
+  if (pid_ >= 0) {
+    EXPECT_EQ(::kill(pid_, signal), 0) << std::strerror(errno);
+  }
 }
 
 int Daemon::SignalAndWait(int signal) {

@@ -260,6 +260,22 @@ TEST_F(PassthroughTest, PassthroughAndQueueServedExportsAgree) {
   EXPECT_EQ(ReadWholeFile(image), expected);
 }
 
+// auto gives passthrough to read-only exports only: a writable export's passthrough files would
+// keep writing to the image after the export stops (the kernel cannot revoke them), so a
+// growable one serves through the queues unless passthrough=on asks otherwise.
+TEST_F(PassthroughTest, AutoLeavesAWritableExportOnTheQueues) {
+  const std::string image = scratch_.path() + "/image";
+  std::vector<uint8_t> expected = WritePatternFile(image, 2 * kMiB, 13);
+  const std::string mountpoint = MakeMountpoint();
+  Export* running = Start(PassthroughOptions(mountpoint, true, true, PassthroughMode::kAuto),
+                          OpenFileNode(image));
+  ASSERT_NE(running, nullptr);
+  ASSERT_TRUE(running->passthrough_stats().has_value());
+  EXPECT_FALSE(running->passthrough_stats()->active);
+  EXPECT_EQ(ReadThrough(mountpoint, 0, 65536), expected);
+  EXPECT_GT(CountQueued(*running).reads, 0u);
+}
+
 // A writable export that may not grow serves through the queues under auto (a passthrough write
 // past the end would grow the image): such a write fails with EIO and the image keeps its size.
 TEST_F(PassthroughTest, NonGrowableWritableExportUsesTheQueuesAndDoesNotGrow) {
