@@ -30,6 +30,10 @@ struct WriteState {
   // A durable write to a node without FUA: a kFlush follows, then the reply.
   bool flush_after = false;
   uint32_t written = 0;  // with flush_after: what the write reported, for the reply
+  // What a growable export needs to write again after a concurrent shrink (WriteDone).
+  uint64_t offset = 0;
+  uint32_t flags = 0;
+  bool retried = false;
 };
 struct SeekState {
   uint32_t whence = 0;    // SEEK_DATA or SEEK_HOLE

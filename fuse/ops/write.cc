@@ -29,8 +29,20 @@ Answer FlushAfterWriteDone(Call& call, int64_t result) {
 }
 
 Answer WriteDone(Call& call, int64_t result) {
-  if (result < 0) return Answer::IoError(result);
   WriteState& write = std::get<WriteState>(call.state().op);
+  // A growable export grew the node for this write, but another client's truncate (an open with
+  // O_TRUNC, say) shrank it again before the node checked the range: grow once more and write,
+  // as if the write had come after the truncate.
+  if (result == -EINVAL && call.options().growable && !write.retried &&
+      write.offset + write.length > call.node().size()) {
+    write.retried = true;
+    static log::RateLimit failed;
+    if (int error = ChangeSize(call, write.offset + write.length, SizeChange::kGrow, failed)) {
+      return Answer::Error(error);
+    }
+    return call.Submit(block::IoOp::kWrite, write.flags, write.offset, write.length, WriteDone);
+  }
+  if (result < 0) return Answer::IoError(result);
   const auto written = static_cast<uint32_t>(std::min<uint64_t>(result, write.length));
   if (write.flush_after) {
     write.written = written;
@@ -89,9 +101,12 @@ Answer Write(Call& call) {
   const bool durable = options.writethrough || (in.flags & O_DSYNC);
   const block::Capabilities& capabilities = call.session().capabilities();
   const bool fua = durable && capabilities.fua;
-  state.op = WriteState{.length = length, .flush_after = durable && !fua && capabilities.flush};
-  return call.Submit(block::IoOp::kWrite, fua ? uint32_t{block::kIoFua} : 0u, in.offset, length,
-                     WriteDone);
+  const uint32_t flags = fua ? uint32_t{block::kIoFua} : 0u;
+  state.op = WriteState{.length = length,
+                        .flush_after = durable && !fua && capabilities.flush,
+                        .offset = in.offset,
+                        .flags = flags};
+  return call.Submit(block::IoOp::kWrite, flags, in.offset, length, WriteDone);
 }
 
 }  // namespace bexd::fuse::ops

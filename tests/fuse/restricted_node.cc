@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "tests/fuse/restricted_node.h"
 
+#include <gtest/gtest.h>
+
 namespace bexd::fuse::testing {
 namespace {
 
@@ -11,6 +13,7 @@ class RestrictedQueue final : public block::IoQueue {
 
   void Submit(block::IoRequest* request) override {
     node_->Record(*request);
+    node_->BeforeSubmit(*request);
     real_->Submit(request);
   }
   void Poll() override { real_->Poll(); }
@@ -34,6 +37,12 @@ RestrictedNode::RestrictedNode(std::shared_ptr<block::BlockNode> real,
 absl::Status RestrictedNode::Truncate(uint64_t new_size) {
   ++truncate_calls_;
   return real_->Truncate(new_size);
+}
+
+void RestrictedNode::BeforeSubmit(const block::IoRequest& request) {
+  if (request.op != block::IoOp::kWrite || !shrink_before_write_) return;
+  EXPECT_TRUE(real_->Truncate(*shrink_before_write_).ok());
+  shrink_before_write_.reset();
 }
 
 absl::StatusOr<std::unique_ptr<block::IoQueue>> RestrictedNode::CreateDriverQueue() {

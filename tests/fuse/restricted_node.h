@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ class RestrictedNode final : public block::BlockNode {
   const std::vector<SeenRequest>& seen() const { return seen_; }
   int truncate_calls() const { return truncate_calls_; }
   void Record(const block::IoRequest& request) { seen_.push_back({request.op, request.flags}); }
+  // The next WRITE first shrinks the real node to `size`, as another client's truncate landing
+  // between the core's size check and the node's would.
+  void ShrinkBeforeNextWrite(uint64_t size) { shrink_before_write_ = size; }
+  void BeforeSubmit(const block::IoRequest& request);
 
  protected:
   absl::StatusOr<std::unique_ptr<block::IoQueue>> CreateDriverQueue() override;
@@ -46,6 +51,7 @@ class RestrictedNode final : public block::BlockNode {
   const uint32_t request_alignment_;
   std::vector<SeenRequest> seen_;
   int truncate_calls_ = 0;
+  std::optional<uint64_t> shrink_before_write_;
 };
 
 }  // namespace bexd::fuse::testing

@@ -11,8 +11,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "block/open.h"
 #include "tests/fuse/core_harness.h"
 #include "tests/fuse/image_file.h"
+#include "tests/fuse/restricted_node.h"
 
 namespace bexd::fuse::testing {
 namespace {
@@ -50,6 +52,26 @@ class SizeChangeTest : public ::testing::Test {
   ImageFile image_;
   const std::vector<uint8_t> original_;
 };
+
+// Another client's truncate can land between a growable export's size check for a WRITE past
+// the end and the node's own check, which then refuses the range (EINVAL). The core grows the node
+// again and writes: the write succeeds, as if it had come after the truncate.
+TEST_F(SizeChangeTest, AGrowingWriteRacingAShrinkStillLands) {
+  absl::StatusOr<std::shared_ptr<block::BlockNode>> file =
+      block::OpenBlockNode(FileNode(image_.path()));
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto node = std::make_shared<RestrictedNode>(*file, (*file)->capabilities(), 1);
+  CoreHarness harness(node, Writable(/*growable=*/true));
+  harness.Init();
+  const std::vector<uint8_t> data = RandomBytes(8192, 2);
+  node->ShrinkBeforeNextWrite(0);
+  Reply reply = harness.Run(WriteRequest(1, kImageSize + 4096, data));
+  ASSERT_EQ(reply.header().error, 0);
+  EXPECT_EQ(reply.payload<fuse_write_out>().size, data.size());
+  EXPECT_EQ(image_.size(), kImageSize + 4096 + data.size());
+  EXPECT_EQ(image_.Read(kImageSize + 4096, data.size()), data);
+  EXPECT_EQ(image_.Read(0, 4096), std::vector<uint8_t>(4096, 0));  // the truncate did happen
+}
 
 TEST_F(SizeChangeTest, InitNegotiatesAtomicOTrunc) {
   CoreHarness harness(FileNode(image_.path()), Writable(false));
