@@ -15,14 +15,15 @@
 #include <cstring>
 
 #include "block/zero_buffer.h"
+#include "util/align.h"
 
 namespace bexd::block {
 namespace {
 
-constexpr size_t kBounceMinSize = size_t{1} << 20;
+using util::AlignDown;
+using util::AlignUp;
 
-uint64_t AlignDown(uint64_t value, uint64_t align) { return value & ~(align - 1); }
-uint64_t AlignUp(uint64_t value, uint64_t align) { return AlignDown(value + align - 1, align); }
+constexpr size_t kBounceMinSize = size_t{1} << 20;
 
 }  // namespace
 

@@ -14,11 +14,15 @@
 
 #include "block/nbd/nbd_api.h"
 #include "block/zero_buffer.h"
+#include "util/align.h"
 #include "util/log.h"
 #include "util/rate_limit.h"
 
 namespace bexd::block {
 namespace {
+
+using util::AlignDown;
+using util::AlignUp;
 
 enum Tag : uint32_t { kSocketTag, kWakeTag, kTimerTag };
 
@@ -93,6 +97,7 @@ absl::Status NbdConnection::Adopt(NbdHandle handle) {
 
 NbdConnection::~NbdConnection() {
   if (link_.connector != nullptr) link_.connector->Withdraw(this);
+  link_.block_lock.Withdraw(this);
   Nbd().nbd_close(delivered_.exchange(nullptr));
   handle_.reset();
   for (int fd : {epoll_fd_, wake_fd_, timer_fd_}) {
@@ -149,7 +154,11 @@ void NbdConnection::Issue(IoRequest* request) {
   const bool unmap = link_.options.discard == DiscardMode::kUnmap;
   switch (request->op) {
     case IoOp::kRead:
-      IssueData(request, 0);
+      if (Unaligned(*request)) {
+        IssueUnaligned(request);
+      } else {
+        IssueData(request, 0, request->offset, request->length, 0);
+      }
       break;
     case IoOp::kWrite: {
       uint32_t flags = 0;
@@ -162,7 +171,12 @@ void NbdConnection::Issue(IoRequest* request) {
           state->flush_after = info_.can_flush;
         }
       }
-      IssueData(request, flags);
+      if (Unaligned(*request)) {
+        state->write_flags = flags;
+        if (!IssueUnaligned(request)) return;  // waits for its blocks
+      } else {
+        IssueData(request, 0, request->offset, request->length, flags);
+      }
       break;
     }
     case IoOp::kFlush:
@@ -174,26 +188,40 @@ void NbdConnection::Issue(IoRequest* request) {
       break;
     case IoOp::kDiscard:
       // A hint the server may not take, and with discard=ignore (QEMU's default) none is sent.
-      if (info_.can_trim && unmap) IssueRanges(request, 0);
-      break;
-    case IoOp::kWriteZeroes:
-      if (info_.can_zero) {
-        IssueRanges(request, (request->flags & kIoMayUnmap) && unmap ? 0 : LIBNBD_CMD_FLAG_NO_HOLE);
-      } else {
-        IssueZeroWrites(request);
+      // Blocks only partly covered are left alone, as QEMU does.
+      if (info_.can_trim && unmap) {
+        IssueRanges(request, AlignUp(request->offset, MinBlock()),
+                    AlignDown(request->offset + request->length, MinBlock()), 0);
       }
       break;
-    case IoOp::kBlockStatus:
+    case IoOp::kWriteZeroes:
+      state->zero_flags =
+          (request->flags & kIoMayUnmap) && unmap ? 0 : uint32_t{LIBNBD_CMD_FLAG_NO_HOLE};
+      if (Unaligned(*request)) {
+        state->write_flags = 0;
+        if (!IssueUnaligned(request)) return;  // waits for its blocks
+      } else if (info_.can_zero) {
+        IssueRanges(request, request->offset, request->offset + request->length, state->zero_flags);
+      } else {
+        IssueZeroWrites(request, request->offset, request->offset + request->length);
+      }
+      break;
+    case IoOp::kBlockStatus: {
       if (request->offset >= size) break;
       if (!info_.block_status) break;  // all data (Outcome)
+      // From the start of the block holding the offset: the server describes whole blocks.
+      const uint64_t start = AlignDown(request->offset, MinBlock());
       Send(request, [&] {
         return Nbd().nbd_aio_block_status(
-            handle, std::min({request->length, size - request->offset, kMaxRangeCommand}),
-            request->offset,
+            handle,
+            std::min({AlignUp(request->offset + request->length, MinBlock()) - start, size - start,
+                      kMaxRangeCommand}),
+            start,
             nbd_extent_callback{.callback = &OnExtent, .user_data = request, .free = nullptr},
             Completion(request, &OnCommandDone), LIBNBD_CMD_FLAG_REQ_ONE);
       });
       break;
+    }
     case IoOp::kAllocate:
       // NBD cannot reserve space on the server (QEMU's FUSE export answers the same).
       state->error = EOPNOTSUPP;
@@ -205,13 +233,19 @@ void NbdConnection::Issue(IoRequest* request) {
   if (--state->commands == 0) completed_.PushBack(request);
 }
 
-void NbdConnection::IssueData(IoRequest* request, uint32_t flags) {
+void NbdConnection::IssueData(IoRequest* request, uint64_t position, uint64_t offset,
+                              uint64_t length, uint32_t flags) {
   NbdRequestState* state = StateOf(request);
   nbd_handle* handle = handle_.get();
-  uint64_t offset = request->offset;
-  for (int i = 0; i < request->iovcnt; ++i) {
-    char* data = static_cast<char*>(request->iov[i].iov_base);
-    size_t left = request->iov[i].iov_len;
+  for (int i = 0; i < request->iovcnt && length > 0; ++i) {
+    if (position >= request->iov[i].iov_len) {
+      position -= request->iov[i].iov_len;
+      continue;
+    }
+    char* data = static_cast<char*>(request->iov[i].iov_base) + position;
+    size_t left = std::min<uint64_t>(request->iov[i].iov_len - position, length);
+    position = 0;
+    length -= left;
     while (left > 0) {
       const size_t length = std::min<size_t>(left, max_payload_);
       Send(request, [&] {
@@ -229,11 +263,10 @@ void NbdConnection::IssueData(IoRequest* request, uint32_t flags) {
   }
 }
 
-void NbdConnection::IssueRanges(IoRequest* request, uint32_t flags) {
+void NbdConnection::IssueRanges(IoRequest* request, uint64_t start, uint64_t end, uint32_t flags) {
   NbdRequestState* state = StateOf(request);
   nbd_handle* handle = handle_.get();
-  const uint64_t end = request->offset + request->length;
-  for (uint64_t offset = request->offset; offset < end; offset += kMaxRangeCommand) {
+  for (uint64_t offset = start; offset < end; offset += kMaxRangeCommand) {
     const uint64_t length = std::min(end - offset, kMaxRangeCommand);
     Send(request, [&] {
       return request->op == IoOp::kDiscard
@@ -248,12 +281,11 @@ void NbdConnection::IssueRanges(IoRequest* request, uint32_t flags) {
 
 // For a server without WRITE_ZEROES: writes from the static zero buffer, as QEMU's block layer
 // falls back to.
-void NbdConnection::IssueZeroWrites(IoRequest* request) {
+void NbdConnection::IssueZeroWrites(IoRequest* request, uint64_t start, uint64_t end) {
   NbdRequestState* state = StateOf(request);
   nbd_handle* handle = handle_.get();
   const uint64_t chunk_limit = std::min<uint64_t>(kZeroBufferSize, max_payload_);
-  const uint64_t end = request->offset + request->length;
-  for (uint64_t offset = request->offset; offset < end; offset += chunk_limit) {
+  for (uint64_t offset = start; offset < end; offset += chunk_limit) {
     const uint64_t length = std::min(end - offset, chunk_limit);
     Send(request, [&] {
       return Nbd().nbd_aio_pwrite(handle, ZeroBuffer(), length, offset,
@@ -285,6 +317,26 @@ void NbdConnection::Send(IoRequest* request, Command command) {
     log::Limited(refused, log::Level::kWarn, "node '{}': libnbd refused a request: {}",
                  link_.node_name,
                  Nbd().nbd_get_error() != nullptr ? Nbd().nbd_get_error() : "no reason");
+  }
+}
+
+// Part of an unaligned request's bounce buffer (nbd_unaligned.cc): `length` bytes at `offset`, in
+// commands of at most the server's payload limit (a multiple of its minimum block size).
+void NbdConnection::SendBounced(IoRequest* request, uint64_t offset, uint64_t length, char* data,
+                                bool write) {
+  NbdRequestState* state = StateOf(request);
+  nbd_handle* handle = handle_.get();
+  while (length > 0 && !state->lost && state->error == 0) {
+    const uint64_t piece = std::min<uint64_t>(length, max_payload_);
+    Send(request, [&] {
+      return write ? Nbd().nbd_aio_pwrite(handle, data, piece, offset,
+                                          Completion(request, &OnCommandDone), state->write_flags)
+                   : Nbd().nbd_aio_pread(handle, data, piece, offset,
+                                         Completion(request, &OnCommandDone), 0);
+    });
+    data += piece;
+    offset += piece;
+    length -= piece;
   }
 }
 
@@ -342,12 +394,14 @@ int64_t NbdConnection::Outcome(IoRequest* request) const {
         request->status_data = true;
         return static_cast<int64_t>(length);
       }
-      // A server must describe at least one extent of a non-empty range.
-      if (!state->extent_seen || state->extent_length == 0) return -EIO;
+      // A server must describe at least one extent of a non-empty range, here from the start
+      // of the block holding the offset.
+      const uint64_t before = request->offset - AlignDown(request->offset, MinBlock());
+      if (!state->extent_seen || state->extent_length <= before) return -EIO;
       // A hole reads as zeroes only when the server says so too.
       const uint32_t hole = LIBNBD_STATE_HOLE | LIBNBD_STATE_ZERO;
       request->status_data = (state->extent_flags & hole) != hole;
-      return static_cast<int64_t>(std::min<uint64_t>(state->extent_length, length));
+      return static_cast<int64_t>(std::min<uint64_t>(state->extent_length - before, length));
     }
     default:
       return static_cast<int64_t>(request->length);
@@ -367,6 +421,7 @@ void NbdConnection::Process() {
       done.Splice(finished_);
       while (IoRequest* request = done.PopFront()) {
         --in_flight_;
+        EndUnaligned(request);
         finish_(context_, request, StateOf(request)->result);
       }
       // FinishFn may have started requests that ended at once (refused, or the connection gone).
@@ -392,11 +447,15 @@ bool NbdConnection::HandleEvents() {
           NoteLostReason();
         }
         break;
-      case kWakeTag:
+      case kWakeTag: {
         Drain(wake_fd_);
         if (nbd_handle* handle = delivered_.exchange(nullptr)) Install(NbdHandle(handle));
         if (attempt_failed_.exchange(false) && first_attempt_only_) DelayOver();
+        RequestList resumed;
+        resumed_.TakeAll(&resumed);
+        while (IoRequest* request = resumed.PopFront()) Route(request);
         break;
+      }
       case kTimerTag:
         Drain(timer_fd_);
         DelayOver();
@@ -415,6 +474,10 @@ void NbdConnection::Settle() {
       // Reads and writes are idempotent, so the whole request goes again on the next connection
       // (at once if one came before this was sorted).
       Route(request);
+      continue;
+    }
+    if (state->phase != NbdUnalignedPhase::kNone && state->error == 0 &&
+        AdvanceUnaligned(request)) {
       continue;
     }
     if (state->flush_after && state->error == 0) {
@@ -518,6 +581,13 @@ void NbdConnection::LoseConnection() {
   timerfd_settime(timer_fd_, 0, &expiry, nullptr);
   attempt_failed_.store(false);
   link_.connector->Request(this);
+}
+
+void NbdConnection::Resume(IoRequest* request) {
+  if (resumed_.Push(request)) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+  }
 }
 
 void NbdConnection::AttemptFailed() {

@@ -21,12 +21,15 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "block/io_request.h"
+#include "block/nbd/nbd_block_lock.h"
 #include "block/nbd/nbd_connector.h"
 #include "block/nbd/nbd_handle.h"
 #include "block/nbd/nbd_request.h"
 #include "block/request_list.h"
+#include "block/request_stack.h"
 
 namespace bexd::block {
 
@@ -44,6 +47,7 @@ struct NbdNodeLink {
   mutable std::atomic<uint64_t> writes_acknowledged{0};
   mutable std::atomic<uint64_t> writes_flushed{0};
   mutable std::atomic<bool> writes_maybe_lost{false};
+  mutable NbdBlockLock block_lock;  // blocks under read-modify-write, on any connection
 };
 
 class NbdConnection final : public NbdReconnectClient {
@@ -76,6 +80,10 @@ class NbdConnection final : public NbdReconnectClient {
   // Requests started and not yet finished.
   uint32_t in_flight() const { return in_flight_; }
 
+  // Hands back a request that waited in the node's NbdBlockLock and now holds its blocks; any
+  // thread. It goes on in the next Process().
+  void Resume(IoRequest* request);
+
   void Reconnected(NbdHandle handle) override;
   void ServerStopping() override;
   void AttemptFailed() override;
@@ -96,9 +104,29 @@ class NbdConnection final : public NbdReconnectClient {
   // Issues, holds or fails the request, as the connection's state says.
   void Route(IoRequest* request);
   void Issue(IoRequest* request);
-  void IssueData(IoRequest* request, uint32_t flags);
-  void IssueRanges(IoRequest* request, uint32_t flags);
-  void IssueZeroWrites(IoRequest* request);
+  // Reads or writes `length` bytes at `offset` from the request's iovec, `position` bytes in.
+  void IssueData(IoRequest* request, uint64_t position, uint64_t offset, uint64_t length,
+                 uint32_t flags);
+  void IssueRanges(IoRequest* request, uint64_t offset, uint64_t end, uint32_t flags);
+  void IssueZeroWrites(IoRequest* request, uint64_t offset, uint64_t end);
+
+  // Requests not aligned to the server's minimum block size, or whose memory pieces are not
+  // (nbd_unaligned.cc), which libnbd refuses as they are: they go through a bounce buffer, and
+  // writes that cover blocks only partly as read-modify-write under the node's NbdBlockLock.
+  bool Unaligned(const IoRequest& request) const;
+  // Sends the commands of the request's current phase; false if it waits for the block lock.
+  bool IssueUnaligned(IoRequest* request);
+  // A phase's commands are done without error: starts the next phase (true) or, after the last,
+  // copies a read out (false: the request is done).
+  bool AdvanceUnaligned(IoRequest* request);
+  // The request is finished: releases its blocks and its bounce buffer.
+  void EndUnaligned(IoRequest* request);
+  // Where the block at `offset` is in the request's bounce buffer.
+  char* Bounced(IoRequest* request, uint64_t offset);
+  void SendBounced(IoRequest* request, uint64_t offset, uint64_t length, char* data, bool write);
+  char* TakeBounce(uint64_t size);
+  // 1 where the server sets no minimum block size.
+  uint32_t MinBlock() const { return info_.min_block > 1 ? info_.min_block : 1; }
   // Sends one NBD command (`command` calls nbd_aio_*), counting it in the request's state, or
   // notes why libnbd refused it.
   template <typename Command>
@@ -156,6 +184,16 @@ class NbdConnection final : public NbdReconnectClient {
   // ServerStopping() shut the socket down from another thread; socket_fd_ changes under the lock.
   std::atomic<bool> cut_by_other_{false};
   std::mutex socket_mutex_;
+
+  RequestStack resumed_;  // granted their blocks by NbdBlockLock, from any thread
+  // Bounce buffers of unaligned requests, kept for reuse: allocated only when none that is free
+  // is large enough.
+  struct Bounce {
+    std::unique_ptr<char[]> data;
+    uint64_t size = 0;
+    bool taken = false;
+  };
+  std::vector<Bounce> bounces_;
 
   RequestList completed_;  // every command done (callbacks ran), to be sorted by Settle()
   RequestList held_;       // waiting for a reconnection

@@ -48,6 +48,14 @@ std::vector<unsigned char> ReadFileRange(const std::string& path, uint64_t offse
   return bytes;
 }
 
+void WriteFileRange(const std::string& path, uint64_t offset,
+                    const std::vector<unsigned char>& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  EXPECT_GE(fd, 0) << path << ": " << std::strerror(errno);
+  EXPECT_EQ(::pwrite(fd, bytes.data(), bytes.size(), offset), static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+}
+
 int CountConnections(const std::string& log_path) {
   std::ifstream log(log_path);
   std::string line;
@@ -290,6 +298,117 @@ TEST_P(NbdDataTest, QueuesOnSeveralThreads) {
   }
   // Per queue: the connection made at open serves the first queue. Shared: that one only.
   EXPECT_EQ(CountConnections(log), GetParam() == Connections::kPerQueue ? kThreads : 1);
+}
+
+// A server with a minimum block size of 4 KiB that refuses anything else (libnbd would not send
+// it either): reads, writes and write-zeroes at any offset and length still work, as in QEMU,
+// through whole blocks; discards shrink to the whole blocks they cover.
+TEST_P(NbdDataTest, RequestsNotAlignedToTheServersMinimumBlockSize) {
+  std::vector<unsigned char> expected = Pattern(kMiB, 30);
+  WriteFileRange(image_, 0, expected);
+  ASSERT_NE(StartFileServer(GetParam(), {"--filter=blocksize-policy"},
+                            {"blocksize-minimum=4096", "blocksize-error-policy=error"}),
+            nullptr);
+  auto node = OpenOrFail(Options(0, DiscardMode::kUnmap));
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->request_alignment(), 4096u);
+  auto queue = Queue(*node);
+  ASSERT_NE(queue, nullptr);
+
+  // Within one block, across one boundary, partial head and tail around whole blocks, an aligned
+  // start with a partial tail.
+  const std::pair<uint64_t, uint64_t> shapes[] = {
+      {5000, 100}, {4000, 200}, {3 * 4096 + 100, 5 * 4096}, {8192, 4097}};
+  for (auto [offset, length] : shapes) {
+    std::vector<unsigned char> got(length);
+    EXPECT_EQ(ReadAt(*queue, got.data(), length, offset), static_cast<int64_t>(length));
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), expected.begin() + offset))
+        << "read " << length << " at " << offset;
+  }
+  uint32_t seed = 40;
+  for (auto [offset, length] : shapes) {
+    offset += 65536;
+    std::vector<unsigned char> data = Pattern(length, seed++);
+    struct iovec iov[2] = {{data.data(), length / 3},
+                           {data.data() + length / 3, length - length / 3}};
+    EXPECT_EQ(RunOne(*queue, IoOp::kWrite, offset, length, iov, 2), static_cast<int64_t>(length))
+        << "write " << length << " at " << offset;
+    std::copy(data.begin(), data.end(), expected.begin() + offset);
+  }
+  // Whole blocks in memory pieces that end inside a block (a guest's descriptors may): each
+  // piece would be a command of its own, so they are bounced too.
+  std::vector<unsigned char> pieces = Pattern(8192, seed++);
+  struct iovec split[2] = {{pieces.data(), 1000}, {pieces.data() + 1000, 7192}};
+  EXPECT_EQ(RunOne(*queue, IoOp::kWrite, 131072, 8192, split, 2), 8192);
+  std::copy(pieces.begin(), pieces.end(), expected.begin() + 131072);
+  std::vector<unsigned char> back(8192);
+  struct iovec split_back[2] = {{back.data(), 3000}, {back.data() + 3000, 5192}};
+  EXPECT_EQ(RunOne(*queue, IoOp::kRead, 131072, 8192, split_back, 2), 8192);
+  EXPECT_EQ(back, pieces);
+
+  EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 200003, 3 * 4096), 3 * 4096);
+  std::fill_n(expected.begin() + 200003, 3 * 4096, 0);
+  EXPECT_EQ(RunOne(*queue, IoOp::kWriteZeroes, 300003, 100), 100);
+  std::fill_n(expected.begin() + 300003, 100, 0);
+  // [400005, 412293) covers the whole blocks [401408, 409600); the file plugin punches them out.
+  EXPECT_EQ(RunOne(*queue, IoOp::kDiscard, 400005, 3 * 4096), 3 * 4096);
+  std::fill(expected.begin() + 401408, expected.begin() + 409600, 0);
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  const std::vector<unsigned char> file = ReadFileRange(image_, 0, kMiB);
+  const auto differ = std::mismatch(file.begin(), file.end(), expected.begin());
+  EXPECT_EQ(differ.first, file.end()) << "first difference at " << differ.first - file.begin();
+
+  // Block status from inside a block: the extent of the block that holds the offset.
+  bool data = false;
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 401508, 65536, nullptr, 0, 0, &data), 8092);
+  EXPECT_FALSE(data);
+  EXPECT_GT(RunOne(*queue, IoOp::kBlockStatus, 5000, 65536, nullptr, 0, 0, &data), 0);
+  EXPECT_TRUE(data);
+}
+
+// Writes of 256 bytes from three queue threads, interleaved so that every 4 KiB block takes
+// writes from all three at once: each is a read-modify-write of its block, and the node's block
+// lock runs those of one block one after the other, so every write lands.
+TEST_P(NbdDataTest, UnalignedWritesIntoTheSameBlocksFromSeveralThreadsAllLand) {
+  ASSERT_NE(StartFileServer(GetParam(), {"--filter=blocksize-policy"},
+                            {"blocksize-minimum=4096", "blocksize-error-policy=error"}),
+            nullptr);
+  auto node = OpenOrFail(Options());
+  ASSERT_NE(node, nullptr);
+  constexpr int kThreads = 3;
+  constexpr uint64_t kStripe = 256;
+  constexpr uint64_t kSpan = 512 * 1024;
+  const std::vector<unsigned char> expected = Pattern(kSpan, 50);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto queue = node->CreateQueue();
+      if (!queue.ok()) {
+        ++failures;
+        return;
+      }
+      std::vector<uint64_t> mine;
+      for (uint64_t at = t * kStripe; at < kSpan; at += kThreads * kStripe) mine.push_back(at);
+      for (size_t first = 0; first < mine.size(); first += 16) {
+        IoRequest requests[16];
+        Outcome outcomes[16];
+        struct iovec iov[16];
+        const size_t count = std::min<size_t>(16, mine.size() - first);
+        for (size_t i = 0; i < count; ++i) {
+          const uint64_t at = mine[first + i];
+          iov[i] = {const_cast<unsigned char*>(expected.data()) + at, kStripe};
+          Prepare(&requests[i], &outcomes[i], IoOp::kWrite, at, kStripe, &iov[i], 1);
+          (*queue)->Submit(&requests[i]);
+        }
+        if (!WaitIdle(**queue)) ++failures;
+        for (size_t i = 0; i < count; ++i) failures += outcomes[i].result != int64_t{kStripe};
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_TRUE(ReadFileRange(image_, 0, kSpan) == expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(Connections, NbdDataTest,

@@ -246,6 +246,42 @@ TEST_F(NbdExportTest, PunchHoleAndZeroRangeReachTheServer) {
   EXPECT_EQ(SeekExtents(mountpoint), extents);
 }
 
+// A server that refuses requests not aligned to its 4 KiB minimum block size: the export still
+// reads, writes and zeroes at any offset and length, as QSD's does.
+TEST_F(NbdExportTest, AServerWithAMinimumBlockSizeServesAnyOffsetAndLength) {
+  constexpr uint64_t kSize = 8 * kMiB;
+  const std::string image = scratch_.CreateFile("image", kSize);
+  std::vector<uint8_t> expected = Pattern(kSize, 0, 5);
+  WriteAt(image, expected, 0);
+  ASSERT_NE(Serve({"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "--filter=blocksize-policy",
+                   "file", image, "blocksize-minimum=4096", "blocksize-error-policy=error"}),
+            nullptr);
+  const std::string mountpoint = MakeMountpoint();
+  ASSERT_NE(Start(FuseOptions(mountpoint, true, 2), OpenNbd()), nullptr);
+
+  const int fd = ::open(mountpoint.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  std::vector<uint8_t> small(777);
+  EXPECT_EQ(::pread(fd, small.data(), small.size(), 4097), 777) << std::strerror(errno);
+  EXPECT_EQ(small, Slice(expected, 4097, 777));
+  for (auto [offset, length] : {std::pair<uint64_t, uint64_t>{7, 5},
+                                {12345, 100000},
+                                {5 * kMiB + 7, 3000},
+                                {kSize - 100, 100}}) {
+    std::vector<uint8_t> data = Pattern(length, offset, 6);
+    EXPECT_EQ(::pwrite(fd, data.data(), length, offset), static_cast<ssize_t>(length))
+        << length << " bytes at " << offset << ": " << std::strerror(errno);
+    std::copy(data.begin(), data.end(), expected.begin() + offset);
+  }
+  EXPECT_EQ(::fallocate(fd, FALLOC_FL_ZERO_RANGE, 4 * kMiB + 512, 10000), 0)
+      << std::strerror(errno);
+  std::fill_n(expected.begin() + 4 * kMiB + 512, 10000, 0);
+  EXPECT_EQ(::fsync(fd), 0) << std::strerror(errno);
+  ::close(fd);
+  EXPECT_TRUE(ReadWholeFile(image) == expected) << "the server's image differs";
+  EXPECT_TRUE(ReadWholeFile(mountpoint) == expected) << "the export reads back differently";
+}
+
 // discard=ignore (QEMU's default): a punched range reads as zeroes but the server writes them,
 // so the image keeps the range allocated.
 TEST_F(NbdExportTest, PunchHoleWithDiscardIgnoreLeavesTheServerAllocated) {
