@@ -617,6 +617,72 @@ TEST_P(NbdReconnectTest, HeldRequestsFailWhenTheDelayIsOver) {
   EXPECT_EQ(ReadAt(*queue, back.data(), back.size(), 0), -EIO);
 }
 
+// Read-modify-writes of one block (the server's minimum block size is 4 KiB) while the server is
+// away: the first waits for the server, holding the block, the second for the first; both land
+// once the server is back.
+TEST_P(NbdReconnectTest, UnalignedWritesWaitingForTheServerLandWhenItIsBack) {
+  std::vector<unsigned char> expected = Pattern(65536, 60);
+  WriteFileRange(image_, 0, expected);
+  NbdServer* server = StartFileServer(GetParam(), {"--filter=blocksize-policy"},
+                                      {"blocksize-minimum=4096", "blocksize-error-policy=error"});
+  ASSERT_NE(server, nullptr);
+  auto node = OpenOrFail(Options(/*reconnect_delay=*/300));
+  ASSERT_NE(node, nullptr);
+  auto queue = Queue(*node);
+  ASSERT_NE(queue, nullptr);
+
+  server->Kill();
+  std::vector<unsigned char> first = Pattern(100, 61);
+  std::vector<unsigned char> second = Pattern(100, 62);
+  std::vector<unsigned char> back(300);
+  struct iovec iov[3] = {
+      {first.data(), first.size()}, {second.data(), second.size()}, {back.data(), back.size()}};
+  IoRequest requests[3];
+  Outcome outcomes[3];
+  Prepare(&requests[0], &outcomes[0], IoOp::kWrite, 1000, 100, &iov[0], 1);
+  Prepare(&requests[1], &outcomes[1], IoOp::kWrite, 2000, 100, &iov[1], 1);
+  Prepare(&requests[2], &outcomes[2], IoOp::kRead, 5000, 300, &iov[2], 1);
+  for (IoRequest& request : requests) queue->Submit(&request);
+  WaitIdle(*queue, 1500);
+  for (const Outcome& outcome : outcomes) EXPECT_FALSE(outcome.done);
+
+  ASSERT_TRUE(server->Start()) << server->why_not();
+  ASSERT_TRUE(WaitIdle(*queue, 60000));
+  EXPECT_EQ(outcomes[0].result, 100);
+  EXPECT_EQ(outcomes[1].result, 100);
+  EXPECT_EQ(outcomes[2].result, 300);
+  EXPECT_TRUE(std::equal(back.begin(), back.end(), expected.begin() + 5000));
+  std::copy(first.begin(), first.end(), expected.begin() + 1000);
+  std::copy(second.begin(), second.end(), expected.begin() + 2000);
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  EXPECT_EQ(ReadFileRange(image_, 0, 65536), expected);
+}
+
+// A read-modify-write that fails because the server stayed away gives its block up: the next
+// one into that block is served once the server is back.
+TEST_P(NbdReconnectTest, AFailedUnalignedWriteReleasesItsBlock) {
+  NbdServer* server = StartFileServer(GetParam(), {"--filter=blocksize-policy"},
+                                      {"blocksize-minimum=4096", "blocksize-error-policy=error"});
+  ASSERT_NE(server, nullptr);
+  auto node = OpenOrFail(Options(/*reconnect_delay=*/1));
+  ASSERT_NE(node, nullptr);
+  auto queue = Queue(*node);
+  ASSERT_NE(queue, nullptr);
+  std::vector<unsigned char> data = Pattern(100, 63);
+  server->Kill();
+  EXPECT_EQ(WriteAt(*queue, data.data(), data.size(), 1000), -EIO);
+
+  ASSERT_TRUE(server->Start()) << server->why_not();
+  int64_t result = -EIO;
+  for (int i = 0; i < 300 && result == -EIO; ++i) {
+    result = WriteAt(*queue, data.data(), data.size(), 1050);
+    if (result == -EIO) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(result, 100);
+  EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  EXPECT_EQ(ReadFileRange(image_, 1050, 100), data);
+}
+
 INSTANTIATE_TEST_SUITE_P(Connections, NbdReconnectTest,
                          ::testing::Values(Connections::kPerQueue, Connections::kShared),
                          [](const auto& info) { return ModeName(info.param); });
