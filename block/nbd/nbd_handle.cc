@@ -123,8 +123,25 @@ absl::StatusOr<NbdHandle> ConnectNbd(const NbdOptions& options, int cancel_fd,
   return handle;
 }
 
+absl::Status CheckBlockSizes(const NbdServerInfo& info) {
+  const uint32_t block = info.min_block;
+  if (block == 0) return absl::OkStatus();
+  if ((block & (block - 1)) != 0 || block > kNbdMaxMinBlock) {
+    return absl::FailedPreconditionError(
+        fmt::format("the server's minimum block size {} is not a power of two of at most {} bytes",
+                    block, kNbdMaxMinBlock));
+  }
+  if (info.size % block != 0) {
+    return absl::FailedPreconditionError(
+        fmt::format("the export's size {} is not a multiple of the server's minimum block size {}",
+                    info.size, block));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckSameExport(const NbdServerInfo& opened, const NbdServerInfo& now, bool writable,
                              bool multi_conn) {
+  if (absl::Status sizes = CheckBlockSizes(now); !sizes.ok()) return sizes;
   if (now.size != opened.size) {
     return absl::FailedPreconditionError(
         fmt::format("the export's size changed from {} to {} bytes", opened.size, now.size));
@@ -135,6 +152,11 @@ absl::Status CheckSameExport(const NbdServerInfo& opened, const NbdServerInfo& n
   if (multi_conn && !now.can_multi_conn) {
     return absl::FailedPreconditionError(
         "the server no longer allows several connections (multi-conn)");
+  }
+  if (now.min_block > opened.min_block) {
+    return absl::FailedPreconditionError(
+        fmt::format("the server's minimum block size grew from {} to {} bytes", opened.min_block,
+                    now.min_block));
   }
   return absl::OkStatus();
 }

@@ -57,6 +57,14 @@ inline constexpr std::chrono::seconds kNbdConnectTimeout{10};
 absl::StatusOr<NbdHandle> ConnectNbd(const NbdOptions& options, int cancel_fd,
                                      std::chrono::milliseconds timeout);
 
+// The NBD protocol caps a server's minimum block size at 64 KiB.
+inline constexpr uint32_t kNbdMaxMinBlock = 64 * 1024;
+
+// Whether the server's minimum block size is one bexd can work with, as QEMU checks it: a power
+// of two within the protocol's cap that divides the export's size (requests are rounded out to
+// whole blocks, so a partial last block could not be read).
+absl::Status CheckBlockSizes(const NbdServerInfo& info);
+
 // Whether a connection made after the node was opened may serve it: the same size, writable if
 // the node is, and multi-conn if the node runs one connection per queue.
 absl::Status CheckSameExport(const NbdServerInfo& opened, const NbdServerInfo& now, bool writable,

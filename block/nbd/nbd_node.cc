@@ -51,6 +51,11 @@ absl::StatusOr<std::shared_ptr<NbdNode>> NbdNode::Open(std::string node_name,
         handle.status());
   }
   const NbdServerInfo info = ReadServerInfo(handle->get());
+  if (absl::Status sizes = CheckBlockSizes(info); !sizes.ok()) {
+    return util::AnnotateStatus(fmt::format("node '{}': NBD server {} export '{}'", node_name,
+                                            address, options.export_name),
+                                sizes);
+  }
   if (info.read_only && !read_only) {
     return absl::InvalidArgumentError(
         fmt::format("node '{}': NBD server {} exports '{}' read-only; open the node with "

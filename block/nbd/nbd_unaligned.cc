@@ -9,14 +9,11 @@
 // node's NbdBlockLock from the first read to the last write, so that two writes into different
 // bytes of one block (two clients, or two queues of one) both land.
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include "block/iov_util.h"
 #include "block/nbd/nbd_connection.h"
 #include "util/align.h"
-#include "util/log.h"
-#include "util/rate_limit.h"
 
 namespace bexd::block {
 namespace {
@@ -24,10 +21,9 @@ namespace {
 using util::AlignDown;
 using util::AlignUp;
 
-// The NBD protocol caps a server's minimum block size at 64 KiB.
-constexpr uint32_t kMaxMinBlock = 64 * 1024;
-// Bounce buffers are at least this large, so that most requests reuse one.
-constexpr uint64_t kMinBounce = 128 * 1024;
+// Bounce buffers are at least this large (a write-zeroes' two blocks), so that most requests
+// reuse one.
+constexpr uint64_t kMinBounce = 2 * uint64_t{kNbdMaxMinBlock};
 
 NbdRequestState* StateOf(IoRequest* request) { return DriverState<NbdRequestState>(request); }
 
@@ -80,24 +76,14 @@ bool NbdConnection::IssueUnaligned(IoRequest* request) {
   NbdRequestState* state = StateOf(request);
   const uint64_t end = request->offset + request->length;
   if (state->phase == NbdUnalignedPhase::kNone) {
-    const uint32_t block = MinBlock();
-    if (block > kMaxMinBlock) {
-      static log::RateLimit too_large;
-      log::Limited(too_large, log::Level::kWarn,
-                   "node '{}': cannot serve a request not aligned to the server's minimum block "
-                   "size {} (the NBD protocol allows at most {})",
-                   link_.node_name, block, kMaxMinBlock);
-      state->error = EINVAL;
-      return true;
-    }
+    const uint32_t block = MinBlock();  // at most kNbdMaxMinBlock (CheckBlockSizes)
     state->block = block;
     const uint64_t first = AlignDown(request->offset, block);
     const uint64_t last = AlignDown(end - 1, block);
     state->head = request->offset != first || end < first + block ? first : kNoBlock;
     state->tail = last != first && end != last + block ? last : kNoBlock;
-    state->bounce = TakeBounce(request->op == IoOp::kWriteZeroes
-                                   ? 2 * uint64_t{block}
-                                   : std::min(AlignUp(end, block), info_.size) - first);
+    state->bounce = TakeBounce(request->op == IoOp::kWriteZeroes ? 2 * uint64_t{block}
+                                                                 : AlignUp(end, block) - first);
     if (request->op == IoOp::kRead) {
       state->phase = NbdUnalignedPhase::kRead;
     } else if (state->head != kNoBlock || state->tail != kNoBlock) {
@@ -110,7 +96,8 @@ bool NbdConnection::IssueUnaligned(IoRequest* request) {
   }
   const uint32_t block = state->block;
   const uint64_t first = AlignDown(request->offset, block);
-  const uint64_t span = std::min(AlignUp(end, block), info_.size) - first;
+  // The export's size is a multiple of the block size (CheckBlockSizes), so whole blocks fit.
+  const uint64_t span = AlignUp(end, block) - first;
   switch (state->phase) {
     case NbdUnalignedPhase::kLocking:
       if (!state->holds_lock && !link_.block_lock.Lock(request, first, AlignUp(end, block))) {
@@ -121,9 +108,7 @@ bool NbdConnection::IssueUnaligned(IoRequest* request) {
     case NbdUnalignedPhase::kReadEdges:
       for (uint64_t edge : {state->head, state->tail}) {
         if (edge == kNoBlock) continue;
-        // The last block of an export whose size is not a multiple of the block size is short.
-        SendBounced(request, edge, std::min<uint64_t>(block, info_.size - edge),
-                    Bounced(request, edge), false);
+        SendBounced(request, edge, block, Bounced(request, edge), false);
       }
       break;
     case NbdUnalignedPhase::kWrite:
@@ -133,8 +118,7 @@ bool NbdConnection::IssueUnaligned(IoRequest* request) {
       }
       for (uint64_t edge : {state->head, state->tail}) {
         if (edge == kNoBlock) continue;
-        SendBounced(request, edge, std::min<uint64_t>(block, info_.size - edge),
-                    Bounced(request, edge), true);
+        SendBounced(request, edge, block, Bounced(request, edge), true);
       }
       if (const uint64_t start = AlignUp(request->offset, block), stop = AlignDown(end, block);
           start < stop && !state->lost && state->error == 0) {

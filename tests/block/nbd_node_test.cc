@@ -300,6 +300,23 @@ TEST_P(NbdDataTest, QueuesOnSeveralThreads) {
   EXPECT_EQ(CountConnections(log), GetParam() == Connections::kPerQueue ? kThreads : 1);
 }
 
+// A minimum block size that does not divide the export's size leaves a last block that cannot be
+// read whole; QEMU refuses such a server at connection time, and so does bexd (QSD 7.2 aborts on
+// an assertion at its first read there).
+TEST_F(NbdNodeTest, AnExportSizeThatIsNotAMultipleOfTheMinimumBlockSizeIsRefused) {
+  const std::string odd = scratch_.CreateFile("odd.img", kSize + 512);
+  ASSERT_NE(StartNbdkit({"--filter=blocksize-policy", "file", odd, "blocksize-minimum=4096"}),
+            nullptr);
+  absl::StatusOr<std::shared_ptr<BlockNode>> node = Open(Options());
+  ASSERT_FALSE(node.ok());
+  EXPECT_EQ(node.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(node.status().message()),
+            "node 'nbd0': NBD server unix:" + socket_ +
+                " export '': the export's size 16777728 is not a multiple of the server's minimum "
+                "block size 4096")
+      << node.status();
+}
+
 // A server with a minimum block size of 4 KiB that refuses anything else (libnbd would not send
 // it either): reads, writes and write-zeroes at any offset and length still work, as in QEMU,
 // through whole blocks; discards shrink to the whole blocks they cover.
