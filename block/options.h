@@ -92,6 +92,8 @@ struct NbdOptions {
   DiscardMode discard = DiscardMode::kIgnore;
   // Seconds that requests wait for a lost connection to come back before they fail with EIO.
   uint32_t reconnect_delay = 0;
+  // Seconds that opening the node keeps trying to connect (0: one attempt), as QEMU's.
+  uint32_t open_timeout = 0;
   bool operator==(const NbdOptions&) const = default;
 };
 

@@ -5,12 +5,16 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 
 #include "block/nbd/nbd_api.h"
 #include "block/nbd/nbd_own_queue.h"
 #include "block/nbd/nbd_shared_queue.h"
 #include "util/log.h"
+#include "util/rate_limit.h"
 #include "util/status.h"
 
 namespace bexd::block {
@@ -22,6 +26,33 @@ bool StillOpen(nbd_handle* handle) {
   if (!Nbd().nbd_aio_is_ready(handle)) return false;
   struct pollfd socket = {Nbd().nbd_aio_get_fd(handle), POLLIN, 0};
   return socket.fd >= 0 && poll(&socket, 1, 0) == 0;
+}
+
+// The first connection: one attempt, or with open-timeout (QEMU's) attempts until one succeeds or
+// the timeout is over, after pauses of 1, 2, 4, 8 and then 16 s, as reconnections.
+absl::StatusOr<NbdHandle> ConnectAtOpen(const std::string& node_name, const NbdOptions& options) {
+  using std::chrono::steady_clock;
+  const steady_clock::time_point deadline =
+      steady_clock::now() + std::chrono::seconds(options.open_timeout);
+  std::chrono::milliseconds pause{1000};
+  while (true) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady_clock::now());
+    absl::StatusOr<NbdHandle> handle = ConnectNbd(
+        options, -1,
+        options.open_timeout == 0 ? std::chrono::milliseconds(kNbdConnectTimeout)
+                                  : std::clamp(left, std::chrono::milliseconds(100),
+                                               std::chrono::milliseconds(kNbdConnectTimeout)));
+    if (handle.ok() || steady_clock::now() + pause >= deadline) return handle;
+    static log::RateLimit failed_attempt;
+    log::Limited(failed_attempt, log::Level::kInfo,
+                 "node '{}': connecting to NBD server {} failed: {}; next attempt in {} s "
+                 "(open-timeout {} s)",
+                 node_name, NbdAddress(options), std::string(handle.status().message()),
+                 pause.count() / 1000, options.open_timeout);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(16000));
+  }
 }
 
 }  // namespace
@@ -44,7 +75,7 @@ absl::StatusOr<std::shared_ptr<NbdNode>> NbdNode::Open(std::string node_name,
     return util::AnnotateStatus(fmt::format("node '{}'", node_name), loaded);
   }
   const std::string address = NbdAddress(options);
-  absl::StatusOr<NbdHandle> handle = ConnectNbd(options, -1, kNbdConnectTimeout);
+  absl::StatusOr<NbdHandle> handle = ConnectAtOpen(node_name, options);
   if (!handle.ok()) {
     return util::AnnotateStatus(
         fmt::format("node '{}': cannot connect to NBD server {}", node_name, address),

@@ -132,14 +132,22 @@ block::NbdOptions ReadNbdOptions(OptionReader& reader) {
     server.Fail("type", "'" + type + "' is not supported by bexd (supported: inet, unix)");
   }
   reader.String("export", &nbd.export_name);
-  std::string tls_creds;
-  reader.String("tls-creds", &tls_creds);
-  if (reader.Has("tls-creds")) {
-    reader.Fail("tls-creds",
-                "TLS is not supported by bexd's nbd driver yet; connect without it (over a "
-                "unix socket or a private network)");
+  for (const char* tls : {"tls-creds", "tls-hostname"}) {
+    std::string value;
+    reader.String(tls, &value);
+    if (reader.Has(tls)) {
+      reader.Fail(tls,
+                  "TLS is not supported by bexd's nbd driver yet; connect without it (over a "
+                  "unix socket or a private network)");
+    }
+  }
+  if (reader.Value("x-dirty-bitmap") != nullptr) {
+    reader.Fail("x-dirty-bitmap",
+                "not supported by bexd (QEMU's experimental way to read a dirty bitmap as block "
+                "status)");
   }
   reader.Integer("reconnect-delay", &nbd.reconnect_delay, 0, UINT32_MAX);
+  reader.Integer("open-timeout", &nbd.open_timeout, 0, UINT32_MAX);
   return nbd;
 }
 

@@ -300,6 +300,27 @@ TEST_P(NbdDataTest, QueuesOnSeveralThreads) {
   EXPECT_EQ(CountConnections(log), GetParam() == Connections::kPerQueue ? kThreads : 1);
 }
 
+// open-timeout (QEMU's): opening keeps trying until a server that starts late is up; without it
+// (or once it is over) the open fails with the connection's error.
+TEST_F(NbdNodeTest, OpenTimeoutKeepsTryingUntilTheServerIsUp) {
+  NbdOptions options = Options();
+  options.open_timeout = 1;
+  absl::StatusOr<std::shared_ptr<BlockNode>> node = Open(options);
+  ASSERT_FALSE(node.ok());
+  EXPECT_EQ(node.status().code(), absl::StatusCode::kUnavailable) << node.status();
+
+  options.open_timeout = 60;
+  std::thread opener([&] { node = Open(options); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  NbdServer late({"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "memory", std::to_string(kSize)},
+                 PidFile(), scratch_.path() + "/server.log", socket_);
+  const bool started = late.Start();
+  opener.join();
+  ASSERT_TRUE(started) << late.why_not();
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ((*node)->size(), kSize);
+}
+
 // A minimum block size that does not divide the export's size leaves a last block that cannot be
 // read whole; QEMU refuses such a server at connection time, and so does bexd (QSD 7.2 aborts on
 // an assertion at its first read there).

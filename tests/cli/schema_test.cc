@@ -218,11 +218,12 @@ TEST(BlockdevSchemaTest, JsonIsStrictlyTyped) {
             "blockdev[0].size: expected a size in bytes (a non-negative integer), got -5");
 }
 
-// QEMU's BlockdevOptionsNbd: the server as a SocketAddress, the export, reconnect-delay.
+// QEMU's BlockdevOptionsNbd: the server as a SocketAddress, the export, reconnect-delay,
+// open-timeout.
 TEST(BlockdevSchemaTest, NbdAsQemuWritesIt) {
   absl::StatusOr<block::BlockdevOptions> inet = ParseBlockdevOptions(
       Keyval("driver=nbd,node-name=n0,server.type=inet,server.host=10.0.0.1,server.port=10809,"
-             "export=disk,reconnect-delay=30"),
+             "export=disk,reconnect-delay=30,open-timeout=5"),
       Syntax::kKeyval);
   ASSERT_TRUE(inet.ok()) << inet.status();
   const auto& nbd = std::get<block::NbdOptions>(inet->driver);
@@ -231,6 +232,7 @@ TEST(BlockdevSchemaTest, NbdAsQemuWritesIt) {
   EXPECT_EQ(nbd.port, "10809");
   EXPECT_EQ(nbd.export_name, "disk");
   EXPECT_EQ(nbd.reconnect_delay, 30u);
+  EXPECT_EQ(nbd.open_timeout, 5u);
 
   absl::StatusOr<block::BlockdevOptions> unix_socket =
       ParseBlockdevOptions(json{{"driver", "nbd"},
@@ -243,6 +245,7 @@ TEST(BlockdevSchemaTest, NbdAsQemuWritesIt) {
   EXPECT_EQ(local.path, "/run/nbd.sock");
   EXPECT_EQ(local.export_name, "");
   EXPECT_EQ(local.reconnect_delay, 0u);
+  EXPECT_EQ(local.open_timeout, 0u);
 }
 
 TEST(BlockdevSchemaTest, NbdErrors) {
@@ -264,10 +267,25 @@ TEST(BlockdevSchemaTest, NbdErrors) {
                           Syntax::kKeyval),
             "reconnect-delay: expected a non-negative integer, got \"-1\"");
   EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
-                                 "open-timeout=5"),
+                                 "tls-hostname=h"),
                           Syntax::kKeyval),
-            "open-timeout: unknown option (known here: auto-read-only, cache, detect-zeroes, "
-            "discard, driver, export, node-name, read-only, reconnect-delay, server, tls-creds)");
+            "tls-hostname: TLS is not supported by bexd's nbd driver yet; connect without it (over "
+            "a unix socket or a private network)");
+  EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
+                                 "x-dirty-bitmap=qemu:dirty-bitmap:b0"),
+                          Syntax::kKeyval),
+            "x-dirty-bitmap: not supported by bexd (QEMU's experimental way to read a dirty "
+            "bitmap as block status)");
+  EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
+                                 "open-timeout=-1"),
+                          Syntax::kKeyval),
+            "open-timeout: expected a non-negative integer, got \"-1\"");
+  EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
+                                 "connect-timeout=5"),
+                          Syntax::kKeyval),
+            "connect-timeout: unknown option (known here: auto-read-only, cache, detect-zeroes, "
+            "discard, driver, export, node-name, open-timeout, read-only, reconnect-delay, "
+            "server, tls-creds, tls-hostname, x-dirty-bitmap)");
 }
 
 TEST_F(SchemaTest, FuseExportFromKeyvalAsQsdWritesIt) {
