@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -138,6 +139,7 @@ bool FileQueue::ToAsync(IoRequest* request) {
     SubmitAio();
   }
   aio_waiting_.PushBack(request);
+  if (uring_ == nullptr && ++aio_waiting_count_ == node_->options().aio_max_batch) SubmitAio();
   return true;
 }
 
@@ -195,16 +197,19 @@ void FileQueue::SubmitRing() {
 }
 
 void FileQueue::SubmitLibaio() {
+  const uint32_t max_batch = node_->options().aio_max_batch;
   while (!aio_waiting_.empty() && in_kernel_ < kAioDepth) {
+    const uint32_t room = kAioDepth - in_kernel_;
+    const uint32_t limit = max_batch != 0 ? std::min(room, max_batch) : room;
     uint32_t count = 0;
-    for (IoRequest* request = aio_waiting_.front();
-         request != nullptr && count < kAioDepth - in_kernel_;
+    for (IoRequest* request = aio_waiting_.front(); request != nullptr && count < limit;
          request = RequestList::Next(request)) {
       batch_[count++] = &State(request)->iocb;
     }
     int submitted = io_submit(aio_, count, batch_);
     if (submitted > 0) {
       for (int i = 0; i < submitted; ++i) aio_waiting_.PopFront();
+      aio_waiting_count_ -= static_cast<uint32_t>(submitted);
       in_kernel_ += static_cast<uint32_t>(submitted);
       continue;
     }
@@ -212,6 +217,7 @@ void FileQueue::SubmitLibaio() {
     // The kernel refused the first iocb (or has no room at all): run it synchronously instead,
     // where any error it has is reported for that request alone.
     IoRequest* refused = aio_waiting_.PopFront();
+    --aio_waiting_count_;
     if (submitted == -EINVAL && refused->op == IoOp::kFlush) node_->NoteAioFdsyncRefused();
     ToWorkers(refused);
   }

@@ -77,7 +77,8 @@ class FileQueue final : public IoQueue {
   RequestList jobs_;         // for the workers at the next Poll()
   RequestList local_;        // completed without I/O; callbacks run at the next Poll()
   uint32_t jobs_count_ = 0;
-  uint32_t in_kernel_ = 0;  // given to libaio or the ring, not yet reaped
+  uint32_t in_kernel_ = 0;          // given to libaio or the ring, not yet reaped
+  uint32_t aio_waiting_count_ = 0;  // libaio: requests in aio_waiting_
   uint32_t in_workers_ = 0;
   uint32_t in_flight_ = 0;
   bool edge_triggered_waiter_ = false;

@@ -41,6 +41,9 @@ struct FileOptions {
   bool cache_no_flush = false;
   DiscardMode discard = DiscardMode::kIgnore;
   LockingMode locking = LockingMode::kAuto;
+  // QEMU's aio-max-batch: with aio=native, at most this many requests go to the kernel in one
+  // io_submit (0: every request waiting at the end of a Poll(), and every contiguous run).
+  uint32_t aio_max_batch = 0;
   bool operator==(const FileOptions&) const = default;
 };
 

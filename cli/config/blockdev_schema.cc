@@ -31,6 +31,20 @@ block::FileOptions ReadFileOptions(OptionReader& reader) {
                {"io_uring", AioMode::kIoUring}});
   reader.Enum("locking", &file.locking,
               {{"auto", LockingMode::kAuto}, {"on", LockingMode::kOn}, {"off", LockingMode::kOff}});
+  reader.Integer("aio-max-batch", &file.aio_max_batch, 0, INT32_MAX);
+  // QEMU drops the host page cache when a migration ends; bexd takes part in no migration, so
+  // there is never anything to drop, whatever the value.
+  bool drop_cache = true;
+  reader.Bool("drop-cache", &drop_cache);
+  if (reader.Value("pr-manager") != nullptr) {
+    reader.Fail("pr-manager",
+                "SCSI persistent reservations are not supported by bexd (FUSE and vhost-user-fs "
+                "exports send no SCSI commands)");
+  }
+  if (reader.Value("x-check-cache-dropped") != nullptr) {
+    reader.Fail("x-check-cache-dropped",
+                "not supported by bexd (a QEMU debugging option for migrations)");
+  }
   return file;
 }
 

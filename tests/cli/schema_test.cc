@@ -65,6 +65,32 @@ TEST(BlockdevSchemaTest, FileFromKeyval) {
   EXPECT_EQ(file.locking, block::LockingMode::kOff);
 }
 
+// QEMU's other BlockdevOptionsFile keys: aio-max-batch is honoured, drop-cache has nothing to
+// drop in a daemon that takes part in no migration, the rest is refused with a reason.
+TEST(BlockdevSchemaTest, FileAioMaxBatchDropCacheAndRefusedKeys) {
+  absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(
+      Keyval("driver=file,node-name=d,filename=/img/disk.img,aio-max-batch=8,drop-cache=off"),
+      Syntax::kKeyval);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(std::get<block::FileOptions>(options->driver).aio_max_batch, 8u);
+  EXPECT_EQ(std::get<block::FileOptions>(
+                ParseBlockdevOptions(Keyval("driver=file,node-name=d,filename=/i"), Syntax::kKeyval)
+                    ->driver)
+                .aio_max_batch,
+            0u);
+  EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=/i,aio-max-batch=-1"),
+                          Syntax::kKeyval),
+            "aio-max-batch: expected a non-negative integer, got \"-1\"");
+  EXPECT_EQ(
+      BlockdevError(Keyval("driver=file,node-name=d,filename=/i,pr-manager=pr0"), Syntax::kKeyval),
+      "pr-manager: SCSI persistent reservations are not supported by bexd (FUSE and "
+      "vhost-user-fs exports send no SCSI commands)");
+  EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=/i,x-check-cache-dropped=on"),
+                          Syntax::kKeyval),
+            "x-check-cache-dropped: not supported by bexd (a QEMU debugging option for "
+            "migrations)");
+}
+
 TEST(BlockdevSchemaTest, HostDevice) {
   absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(
       Keyval("driver=host_device,node-name=disk0,filename=/dev/loop0,aio=native,cache.direct=on"),
