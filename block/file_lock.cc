@@ -63,12 +63,13 @@ bool Unsupported(int error) {
 }  // namespace
 
 absl::Status LockImage(int fd, std::string_view node_name, std::string_view filename, bool writable,
-                       LockingMode mode) {
+                       bool force_share, LockingMode mode) {
   if (mode == LockingMode::kOff) return absl::OkStatus();
   std::initializer_list<int> held_writable = {kConsistentRead, kWrite, kWriteUnchanged, kResize};
   std::initializer_list<int> held_read_only = {kConsistentRead};
   std::initializer_list<int> held = writable ? held_writable : held_read_only;
-  std::initializer_list<int> unshared = {kWrite, kResize};
+  std::initializer_list<int> refused = {kWrite, kResize};
+  std::initializer_list<int> unshared = force_share ? std::initializer_list<int>{} : refused;
 
   auto failure = [&](int error) -> absl::Status {
     if (Unsupported(error) && mode == LockingMode::kAuto) {

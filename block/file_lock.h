@@ -12,9 +12,10 @@
 namespace bexd::block {
 
 // Locks the image open on `fd` for a reader (writable false) or a writer. Both refuse to share
-// write and resize with other processes; a writer also holds write and resize itself. With
-// LockingMode::kAuto a filesystem without OFD locks only logs a warning.
+// write and resize with other processes, unless a reader forces sharing (force_share); a writer
+// also holds write and resize itself. With LockingMode::kAuto a filesystem without OFD locks only
+// logs a warning.
 absl::Status LockImage(int fd, std::string_view node_name, std::string_view filename, bool writable,
-                       LockingMode mode);
+                       bool force_share, LockingMode mode);
 
 }  // namespace bexd::block

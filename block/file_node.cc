@@ -111,7 +111,8 @@ absl::Status FileNode::Init(bool auto_read_only) {
         fmt::format("node '{}': '{}' is {}, not a regular file or block device", node_name(),
                     filename, S_ISDIR(st.st_mode) ? "a directory" : "a special file"));
   }
-  absl::Status status = LockImage(fd_, node_name(), filename, !read_only_, options_.locking);
+  absl::Status status =
+      LockImage(fd_, node_name(), filename, !read_only_, options_.force_share, options_.locking);
   if (!status.ok()) return status;
   if (direct()) {
     status = DetectAlignment();

@@ -22,6 +22,8 @@ std::string PermissionNames(uint8_t permissions) {
 
 BlockGraph::ChildPermissions BlockGraph::PermissionsFor(const BlockdevOptions& parent,
                                                         std::string_view role) {
+  // force-share (read-only nodes only): the node takes nothing and refuses nothing to others.
+  if (parent.force_share) return {};
   if (std::holds_alternative<Qcow2Options>(parent.driver)) {
     // The backing child is only read; QEMU lets others write it when the qcow2 node's own users
     // (exports) let others write, which they always do.

@@ -41,6 +41,9 @@ struct FileOptions {
   bool cache_no_flush = false;
   DiscardMode discard = DiscardMode::kIgnore;
   LockingMode locking = LockingMode::kAuto;
+  // QEMU's force-share (from the node's options): a read-only image locked without refusing
+  // anything to other processes, so that it can be read while another process writes it.
+  bool force_share = false;
   // QEMU's aio-max-batch: with aio=native, at most this many requests go to the kernel in one
   // io_submit (0: every request waiting at the end of a Poll(), and every contiguous run).
   uint32_t aio_max_batch = 0;
@@ -143,6 +146,9 @@ struct BlockdevOptions {
   // QEMU's auto-read-only: a node not asked to be read-only opens read-only when its image cannot
   // be opened for writing (read-only file system, no permission).
   bool auto_read_only = false;
+  // QEMU's force-share: the node refuses no permission to other users, in the graph and (file)
+  // in the image locks; only with read_only.
+  bool force_share = false;
   // Applies to writes submitted to this node's queues, whatever the driver (block_node.cc).
   DetectZeroes detect_zeroes = DetectZeroes::kOff;
   std::variant<NullOptions, FileOptions, RawOptions, Qcow2Options, RbdOptions, NbdOptions> driver;

@@ -171,8 +171,9 @@ void SetDefault(json* object, const std::string& key, const json& value) {
 
 // QEMU's inherited options (bdrv_inherited_options, bdrv_backing_options): a child defined
 // inline takes its parent's cache.direct and cache.no-flush unless it sets them. A file child
-// also takes the parent's read-only and auto-read-only and passes discards on (unmap: the format
-// node above decides whether they reach it); a backing child is read-only unless it says otherwise.
+// also takes the parent's read-only, auto-read-only and force-share and passes discards on (unmap:
+// the format node above decides whether they reach it); a backing child is read-only unless it says
+// otherwise.
 json InheritedOptions(const json& parent, json child, std::string_view role, Syntax syntax) {
   if (auto cache = parent.find("cache"); cache != parent.end() && cache->is_object()) {
     json& child_cache = child["cache"];
@@ -188,6 +189,7 @@ json InheritedOptions(const json& parent, json child, std::string_view role, Syn
     return child;
   }
   if (parent.contains("read-only")) SetDefault(&child, "read-only", parent["read-only"]);
+  if (parent.contains("force-share")) SetDefault(&child, "force-share", parent["force-share"]);
   if (parent.contains("auto-read-only")) {
     SetDefault(&child, "auto-read-only", parent["auto-read-only"]);
   }
@@ -253,6 +255,11 @@ absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax synt
   }
   reader.Bool("read-only", &options.read_only);
   reader.Bool("auto-read-only", &options.auto_read_only);
+  reader.Bool("force-share", &options.force_share);
+  if (reader.ok() && options.force_share && !options.read_only) {
+    // QEMU's text (bdrv_open_common).
+    reader.Fail("force-share", "force-share=on can only be used with read-only images");
+  }
 
   // QEMU accepts the cache, discard and detect-zeroes options for every driver: `file` acts on
   // all of them, `rbd` on cache.no-flush and discard (librbd's cache is always off, see
@@ -287,6 +294,7 @@ absl::StatusOr<block::BlockdevOptions> ParseNode(const json& object, Syntax synt
     file.cache_direct = cache_direct;
     file.cache_no_flush = cache_no_flush;
     file.discard = discard;
+    file.force_share = options.force_share;
     options.driver = std::move(file);
   } else if (driver == "null-co" || driver == "null") {
     options.driver = ReadNullOptions(reader);

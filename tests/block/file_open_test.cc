@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 #include "tests/block/file_fixture.h"
 #include "tests/block/queue_runner.h"
@@ -144,6 +145,33 @@ TEST(FileOpen, ReadersShareButKeepWritersOut) {
   auto writer = testing::OpenFile(Options(path));
   ASSERT_FALSE(writer.ok());
   EXPECT_TRUE(Contains(writer.status(), "locked by another process or node")) << writer.status();
+}
+
+// force-share (QEMU's, read-only only): a reader that refuses nothing to others, so it can read an
+// image another process writes (a running VM's disk), and a writer can still open next to it.
+TEST(FileOpen, ForceShareReadsAnImageAWriterHolds) {
+  testing::ScratchDir dir;
+  std::string path = dir.CreateFile("image", 65536);
+  auto writer = testing::OpenFile(Options(path));
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  auto writer_queue = testing::MakeQueue(**writer);
+  const std::vector<unsigned char> data = testing::Pattern(4096, 31);
+  ASSERT_EQ(WriteAt(*writer_queue, data.data(), data.size(), 8192), 4096);
+
+  EXPECT_FALSE(testing::OpenFile(Options(path), /*read_only=*/true).ok());
+  FileOptions shared = Options(path, LockingMode::kOn);
+  shared.force_share = true;
+  auto reader = testing::OpenFile(shared, /*read_only=*/true, "peek");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto reader_queue = testing::MakeQueue(**reader);
+  std::vector<unsigned char> back(4096);
+  EXPECT_EQ(ReadAt(*reader_queue, back.data(), back.size(), 8192), 4096);
+  EXPECT_EQ(back, data);
+
+  writer_queue.reset();
+  writer->reset();
+  auto next_writer = testing::OpenFile(Options(path));
+  EXPECT_TRUE(next_writer.ok()) << next_writer.status();
 }
 
 // The lock bytes are QEMU's, so QEMU tools see a bexd writer and stay out.

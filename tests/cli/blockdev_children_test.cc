@@ -187,7 +187,7 @@ TEST(BlockdevChildrenTest, ErrorsNameTheChildKey) {
             "file.node-name: '9' must start with a letter (then letters, digits, -, . or _)");
   EXPECT_EQ(KeyvalError("driver=raw,node-name=r,file=f,backing=b"),
             "backing: unknown option (known here: auto-read-only, cache, detect-zeroes, discard, "
-            "driver, file, node-name, offset, read-only, size)");
+            "driver, file, force-share, node-name, offset, read-only, size)");
   EXPECT_EQ(KeyvalError("driver=raw,node-name=r,file=f,offset=-1"),
             "offset: expected a size in bytes (an integer, optionally with a k, M, G, T, P or E "
             "suffix), got \"-1\"");
@@ -205,9 +205,11 @@ TEST(BlockdevChildrenTest, ErrorsNameTheChildKey) {
   object = {{"driver", "raw"},
             {"node-name", "r"},
             {"file", {{"driver", "file"}, {"filename", "x"}, {"size", 1}}}};
-  EXPECT_EQ(Error(object, Syntax::kJson, "blockdev[2]"),
-            "blockdev[2].file.size: unknown option (known here: aio, auto-read-only, cache, "
-            "detect-zeroes, discard, driver, filename, locking, node-name, read-only)");
+  EXPECT_EQ(
+      Error(object, Syntax::kJson, "blockdev[2]"),
+      "blockdev[2].file.size: unknown option (known here: aio, aio-max-batch, auto-read-only, "
+      "cache, detect-zeroes, discard, driver, drop-cache, filename, force-share, locking, "
+      "node-name, pr-manager, read-only, x-check-cache-dropped)");
 }
 
 TEST(BlockdevChildrenTest, ConfigFileAndCommandLineSpellingsAgree) {

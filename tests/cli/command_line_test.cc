@@ -114,7 +114,7 @@ TEST_F(CommandLineTest, OptionErrors) {
             "--blockdev: cache.direct: expected on or off, got \"maybe\"");
   EXPECT_EQ(Error({"--blockdev", "null-co,node-name=a", "--blockdev", "null-co,node-name=b,x=1"}),
             "--blockdev #2: x: unknown option (known here: auto-read-only, cache, detect-zeroes, "
-            "discard, driver, latency-ns, node-name, read-only, read-zeroes, size)");
+            "discard, driver, force-share, latency-ns, node-name, read-only, read-zeroes, size)");
   EXPECT_EQ(Error({"--blockdev", R"({"driver":"file",)"}),
             "--blockdev: invalid JSON: line 1, column 18: syntax error while parsing object key - "
             "unexpected end of input; expected string literal");

@@ -91,6 +91,23 @@ TEST(BlockdevSchemaTest, FileAioMaxBatchDropCacheAndRefusedKeys) {
             "migrations)");
 }
 
+// force-share, as QEMU: only with read-only=on, and inherited by a file child defined inline.
+TEST(BlockdevSchemaTest, ForceShare) {
+  absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(
+      Keyval("driver=qcow2,node-name=q,read-only=on,force-share=on,file.driver=file,"
+             "file.filename=/img/vm.qcow2"),
+      Syntax::kKeyval);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->force_share);
+  ASSERT_TRUE(options->file.has_value());
+  ASSERT_NE(options->file->options, nullptr);
+  EXPECT_TRUE(options->file->options->force_share);
+  EXPECT_TRUE(std::get<block::FileOptions>(options->file->options->driver).force_share);
+  EXPECT_EQ(
+      BlockdevError(Keyval("driver=file,node-name=d,filename=/i,force-share=on"), Syntax::kKeyval),
+      "force-share: force-share=on can only be used with read-only images");
+}
+
 TEST(BlockdevSchemaTest, HostDevice) {
   absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(
       Keyval("driver=host_device,node-name=disk0,filename=/dev/loop0,aio=native,cache.direct=on"),
@@ -217,7 +234,7 @@ TEST(BlockdevSchemaTest, KeyvalErrorsNameTheKey) {
   }
   EXPECT_EQ(BlockdevError(Keyval("driver=null-co,node-name=d,filename=x"), Syntax::kKeyval),
             "filename: unknown option (known here: auto-read-only, cache, detect-zeroes, discard, "
-            "driver, latency-ns, node-name, read-only, read-zeroes, size)");
+            "driver, force-share, latency-ns, node-name, read-only, read-zeroes, size)");
   EXPECT_EQ(BlockdevError(Keyval("driver=file,node-name=d,filename=x,cache.writeback=on"),
                           Syntax::kKeyval),
             "cache.writeback: unknown option (known here: direct, no-flush)");
@@ -310,7 +327,8 @@ TEST(BlockdevSchemaTest, NbdErrors) {
                                  "connect-timeout=5"),
                           Syntax::kKeyval),
             "connect-timeout: unknown option (known here: auto-read-only, cache, detect-zeroes, "
-            "discard, driver, export, node-name, open-timeout, read-only, reconnect-delay, "
+            "discard, driver, export, force-share, node-name, open-timeout, read-only, "
+            "reconnect-delay, "
             "server, tls-creds, tls-hostname, x-dirty-bitmap)");
 }
 
