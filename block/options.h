@@ -133,6 +133,15 @@ struct Qcow2Options {
   std::optional<uint64_t> refcount_cache_size;
   // cache-clean-interval: seconds after which cache entries nobody used are dropped (0: never).
   uint64_t cache_clean_interval = 600;
+  // l2-cache-entry-size: checked as QEMU does (a power of two from 512 to the cluster size); the
+  // cache always holds whole L2 tables.
+  std::optional<uint64_t> l2_cache_entry_size;
+  // pass-discard-request: clusters a discard or an unmapping write-zeroes frees are discarded in
+  // the file child too (unset: with discard=unmap). pass-discard-other: so are clusters freed
+  // otherwise (an overwritten compressed or shared cluster). pass-discard-snapshot is accepted;
+  // bexd deletes no snapshots.
+  std::optional<bool> pass_discard_request;
+  bool pass_discard_other = false;
   // The node's discard option: with kUnmap, discard requests free clusters and pass the freed
   // ranges on to the file child; with kIgnore they do nothing.
   DiscardMode discard = DiscardMode::kIgnore;

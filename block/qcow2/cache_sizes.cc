@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "block/qcow2/cache_sizes.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <climits>
 
@@ -23,6 +25,14 @@ absl::StatusOr<CacheSizes> ComputeCacheSizes(const Qcow2Options& options, const 
   uint64_t l2_setting = options.l2_cache_size.value_or(kDefaultL2CacheMax);
   uint64_t l2 = std::min(max_l2, l2_setting);
   uint64_t refcount = options.refcount_cache_size.value_or(0);
+  if (const std::optional<uint64_t> entry = options.l2_cache_entry_size;
+      entry && (*entry < 512 || *entry > cluster || (*entry & (*entry - 1)) != 0)) {
+    // QEMU's text (qcow2_update_options_prepare).
+    return absl::InvalidArgumentError(
+        fmt::format("L2 cache entry size must be a power of two between 512 and the cluster "
+                    "size ({})",
+                    cluster));
+  }
   if (options.cache_size) {
     uint64_t combined = *options.cache_size;
     if (options.l2_cache_size && options.refcount_cache_size) {

@@ -71,7 +71,7 @@ Task<int> Engine::WriteZeroes(uint64_t offset, uint64_t length, bool may_unmap) 
 
 Task<int> Engine::ChangeClusters(uint64_t start, uint64_t end, Change change) {
   TableCache& tables = *image_->tables;
-  const bool pass_discard = image_->discard == DiscardMode::kUnmap;
+  const bool pass_discard = image_->pass_discard_request;
   const bool has_backing = image_->backing != nullptr;
   uint64_t position = start;
   while (position < end) {

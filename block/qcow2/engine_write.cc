@@ -229,7 +229,7 @@ Task<int> Engine::WriteInTable(uint32_t slab, uint64_t offset, uint64_t end, Sou
     for (uint64_t i = 0; i < count; ++i) {
       uint64_t old = tables.entry(slab, l2 + i);
       tables.set_entry(slab, l2 + i, (static_cast<uint64_t>(host) + i * cs) | kOflagCopied);
-      if (!reuse) RecordFree(old, false);
+      if (!reuse) RecordFree(old, image_->pass_discard_other);
     }
     tables.slab(slab).dirty = true;
     ClearInFlight(cluster, count);

@@ -25,6 +25,10 @@ struct ImageState {
   uint8_t compression_type = kCompressionZlib;
   bool read_only = true;
   DiscardMode discard = DiscardMode::kIgnore;
+  // Whether freed clusters are discarded in the file child: those a discard or unmapping
+  // write-zeroes frees (pass-discard-request), those freed otherwise (pass-discard-other).
+  bool pass_discard_request = false;
+  bool pass_discard_other = false;
   std::shared_ptr<BlockNode> file;
   std::shared_ptr<BlockNode> backing;  // may be null
   std::unique_ptr<TableCache> tables;

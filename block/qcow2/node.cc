@@ -84,6 +84,9 @@ absl::StatusOr<std::shared_ptr<Qcow2Node>> Qcow2Node::Open(std::string node_name
   image->compression_type = header.compression_type;
   image->read_only = read_only;
   image->discard = options.discard;
+  image->pass_discard_request =
+      options.pass_discard_request.value_or(options.discard == DiscardMode::kUnmap);
+  image->pass_discard_other = options.pass_discard_other;
   image->file = std::move(file);
   image->backing = std::move(backing);
   image->size.store(header.size);

@@ -80,6 +80,22 @@ block::Qcow2Options ReadQcow2Options(OptionReader& reader) {
   optional_size("l2-cache-size", &qcow2.l2_cache_size);
   optional_size("refcount-cache-size", &qcow2.refcount_cache_size);
   reader.Integer("cache-clean-interval", &qcow2.cache_clean_interval, 0, UINT32_MAX);
+  optional_size("l2-cache-entry-size", &qcow2.l2_cache_entry_size);
+  bool pass = false;
+  reader.Bool("pass-discard-request", &pass);
+  if (reader.Has("pass-discard-request")) qcow2.pass_discard_request = pass;
+  reader.Bool("pass-discard-other", &qcow2.pass_discard_other);
+  bool pass_snapshot = true;  // bexd deletes no internal snapshots, so nothing is freed there
+  reader.Bool("pass-discard-snapshot", &pass_snapshot);
+  // QEMU's metadata overlap checks; bexd's own (no cluster that holds metadata is ever handed
+  // out for data) are always on, whichever mode is asked for.
+  std::string overlap_check;
+  reader.String("overlap-check", &overlap_check);
+  if (reader.ok() && reader.Has("overlap-check") && overlap_check != "none" &&
+      overlap_check != "constant" && overlap_check != "cached" && overlap_check != "all") {
+    reader.Fail("overlap-check",
+                "expected one of none, constant, cached, all; got '" + overlap_check + "'");
+  }
   return qcow2;
 }
 

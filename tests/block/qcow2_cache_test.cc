@@ -56,6 +56,21 @@ TEST(Qcow2CacheSizesTest, OptionsAsQemuReadsThem) {
   combined.l2_cache_size = 1 * kMiB;
   combined.refcount_cache_size = 1 * kMiB;
   EXPECT_FALSE(qcow2::ComputeCacheSizes(combined, g, kMiB).ok());
+
+  // l2-cache-entry-size: a power of two from 512 to the cluster size (64 KiB here).
+  Qcow2Options entry;
+  for (uint64_t good : {512u, 4096u, 65536u}) {
+    entry.l2_cache_entry_size = good;
+    EXPECT_TRUE(qcow2::ComputeCacheSizes(entry, g, kMiB).ok()) << good;
+  }
+  for (uint64_t bad : {256u, 3000u, 131072u}) {
+    entry.l2_cache_entry_size = bad;
+    auto refused = qcow2::ComputeCacheSizes(entry, g, kMiB);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().message(),
+              "L2 cache entry size must be a power of two between 512 and the cluster size "
+              "(65536)");
+  }
 }
 
 TEST(Qcow2BackingNameTest, ResolvesAsQemu) {

@@ -18,6 +18,7 @@ using testing::OpenImageOrFail;
 using testing::RunCommand;
 using testing::RunOne;
 using testing::ScratchDir;
+using testing::WriteAt;
 
 constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kCluster = 65536;
@@ -111,6 +112,61 @@ TEST_F(Qcow2DiscardTest, DiscardUnmapFreesWholeClustersAndPunchesTheFile) {
   std::vector<unsigned char> contents = testing::QemuContents(image, dir_);
   EXPECT_EQ(contents[kMiB], 0);
   EXPECT_EQ(contents[4 * kMiB + 1000], 0x99);
+}
+
+// pass-discard-request=off (QEMU's): discard=unmap frees the clusters in the image, but the file
+// keeps their space (a file system that must not be punched, or a thin device kept thick).
+TEST_F(Qcow2DiscardTest, PassDiscardRequestOffFreesClustersButKeepsTheFilesSpace) {
+  std::string image = FullImage();
+  uint64_t disk_before = DiskBytes(image);
+  {
+    testing::ImageOptions options;
+    options.qcow2.discard = DiscardMode::kUnmap;
+    options.qcow2.pass_discard_request = false;
+    auto node = OpenImageOrFail(image, false, options);
+    ASSERT_NE(node, nullptr);
+    auto queue = MakeQueue(*node);
+    EXPECT_EQ(RunOne(*queue, IoOp::kDiscard, kMiB, kMiB), static_cast<int64_t>(kMiB));
+    EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+  }
+  EXPECT_FALSE(MapAt(QemuMap(image), kMiB).data);
+  EXPECT_EQ(AllocatedClusters(image), 8 * kMiB / kCluster - 16);
+  testing::CheckResult check = testing::QemuCheck(image);
+  EXPECT_EQ(check.corruptions, 0u) << check.output;
+  EXPECT_EQ(check.leaks, 0u) << check.output;
+  EXPECT_GE(DiskBytes(image), disk_before);
+}
+
+// pass-discard-other=on: clusters freed by other means than a discard (here compressed clusters
+// that writes replace) are punched out of the file too; off (the default), they stay.
+TEST_F(Qcow2DiscardTest, PassDiscardOtherPunchesClustersThatWritesFree) {
+  const std::string raw = dir_.path() + "/text.raw";
+  // Text compresses to about three quarters: the clusters stay compressed, and take space.
+  RunCommand("head -c 6291456 /dev/urandom | base64 -w 0 | head -c 8388608 > " + raw);
+  uint64_t disk_after[2] = {0, 0};
+  for (bool pass_other : {false, true}) {
+    const std::string image = dir_.path() + (pass_other ? "/other.qcow2" : "/kept.qcow2");
+    RunCommand("qemu-img convert -c -f raw -O qcow2 " + raw + " " + image);
+    {
+      testing::ImageOptions options;
+      options.qcow2.discard = DiscardMode::kUnmap;  // the fixture's file child takes discards
+      options.qcow2.pass_discard_other = pass_other;
+      auto node = OpenImageOrFail(image, false, options);
+      ASSERT_NE(node, nullptr);
+      auto queue = MakeQueue(*node);
+      const std::vector<unsigned char> data = testing::Pattern(kMiB, 7);
+      for (uint64_t offset = 0; offset < 8 * kMiB; offset += kMiB) {
+        ASSERT_EQ(WriteAt(*queue, data.data(), data.size(), offset), static_cast<int64_t>(kMiB));
+      }
+      EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
+    }
+    testing::CheckResult check = testing::QemuCheck(image);
+    EXPECT_EQ(check.corruptions, 0u) << check.output;
+    EXPECT_EQ(check.leaks, 0u) << check.output;
+    disk_after[pass_other] = DiskBytes(image);
+  }
+  // About 6 MiB of compressed clusters were freed in both; only pass-discard-other gave it back.
+  EXPECT_LE(disk_after[1] + 4 * kMiB, disk_after[0]);
 }
 
 TEST_F(Qcow2DiscardTest, DiscardIgnoreChangesNothing) {

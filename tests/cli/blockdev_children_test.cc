@@ -175,6 +175,19 @@ TEST(BlockdevChildrenTest, Qcow2OptionsTakeQemuNames) {
   const block::BlockdevOptions total = FromKeyval("qcow2,node-name=q,file=f,cache-size=8M");
   EXPECT_EQ(std::get<block::Qcow2Options>(total.driver).cache_size,
             std::optional<uint64_t>(8u << 20));
+
+  // QEMU's discard pass-through switches, l2-cache-entry-size and overlap-check.
+  const block::BlockdevOptions passes = FromKeyval(
+      "qcow2,node-name=q,file=f,pass-discard-request=off,pass-discard-other=on,"
+      "pass-discard-snapshot=off,l2-cache-entry-size=4k,overlap-check=none");
+  const auto& pass = std::get<block::Qcow2Options>(passes.driver);
+  EXPECT_EQ(pass.pass_discard_request, std::optional<bool>(false));
+  EXPECT_TRUE(pass.pass_discard_other);
+  EXPECT_EQ(pass.l2_cache_entry_size, std::optional<uint64_t>(4096));
+  EXPECT_FALSE(defaults.pass_discard_request.has_value());
+  EXPECT_FALSE(defaults.pass_discard_other);
+  EXPECT_EQ(KeyvalError("qcow2,node-name=q,file=f,overlap-check=most"),
+            "overlap-check: expected one of none, constant, cached, all; got 'most'");
 }
 
 TEST(BlockdevChildrenTest, ErrorsNameTheChildKey) {
