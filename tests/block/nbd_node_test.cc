@@ -310,6 +310,8 @@ TEST_F(NbdNodeTest, OpenTimeoutKeepsTryingUntilTheServerIsUp) {
   EXPECT_EQ(node.status().code(), absl::StatusCode::kUnavailable) << node.status();
 
   options.open_timeout = 60;
+  // The open waits in a helper thread and the server starts from this one: nbdkit ends with the
+  // thread that started it (NbdServer::Start).
   std::thread opener([&] { node = Open(options); });
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   NbdServer late({"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "memory", std::to_string(kSize)},

@@ -25,7 +25,9 @@ class NbdServer {
   NbdServer& operator=(const NbdServer&) = delete;
 
   // Starts the server and waits (up to 20 s) until it has written its pid file; false (with the
-  // reason in why_not()) if it exits or does not get there.
+  // reason in why_not()) if it exits or does not get there. Call it from a thread that lives as
+  // long as the server should: nbdkit sets PR_SET_PDEATHSIG (SIGTERM) on itself, and the kernel
+  // sends that when the thread that started it ends, not only the process.
   bool Start();
   // SIGKILL and reap: the server goes away without a word, as in a crash.
   void Kill();
