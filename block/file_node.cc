@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <cstring>
 
@@ -23,8 +24,6 @@ namespace {
 // The DIO alignment when neither statx nor the device tells: valid on every filesystem whose
 // block size is at most a page.
 constexpr uint32_t kFallbackDirectAlign = 4096;
-
-bool IsPowerOfTwo(uint32_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
 }  // namespace
 
@@ -146,7 +145,7 @@ absl::Status FileNode::DetectAlignment() {
   } else {
     offset_align_ = memory_align_ = kFallbackDirectAlign;
   }
-  if (!IsPowerOfTwo(offset_align_) || !IsPowerOfTwo(memory_align_)) {
+  if (!std::has_single_bit(offset_align_) || !std::has_single_bit(memory_align_)) {
     return absl::InternalError(fmt::format(
         "node '{}': '{}' reports a direct I/O alignment that is not a power of two ({}, {})",
         node_name(), options_.filename, offset_align_, memory_align_));

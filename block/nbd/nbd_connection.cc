@@ -15,6 +15,7 @@
 #include "block/nbd/nbd_api.h"
 #include "block/zero_buffer.h"
 #include "util/align.h"
+#include "util/eventfd.h"
 #include "util/log.h"
 #include "util/rate_limit.h"
 
@@ -200,10 +201,8 @@ void NbdConnection::Issue(IoRequest* request) {
       if (Unaligned(*request)) {
         state->write_flags = 0;
         if (!IssueUnaligned(request)) return;  // waits for its blocks
-      } else if (info_.can_zero) {
-        IssueRanges(request, request->offset, request->offset + request->length, state->zero_flags);
       } else {
-        IssueZeroWrites(request, request->offset, request->offset + request->length);
+        IssueZeroes(request, request->offset, request->offset + request->length);
       }
       break;
     case IoOp::kBlockStatus: {
@@ -236,30 +235,18 @@ void NbdConnection::Issue(IoRequest* request) {
 void NbdConnection::IssueData(IoRequest* request, uint64_t position, uint64_t offset,
                               uint64_t length, uint32_t flags) {
   NbdRequestState* state = StateOf(request);
-  nbd_handle* handle = handle_.get();
   for (int i = 0; i < request->iovcnt && length > 0; ++i) {
     if (position >= request->iov[i].iov_len) {
       position -= request->iov[i].iov_len;
       continue;
     }
     char* data = static_cast<char*>(request->iov[i].iov_base) + position;
-    size_t left = std::min<uint64_t>(request->iov[i].iov_len - position, length);
+    const uint64_t piece = std::min<uint64_t>(request->iov[i].iov_len - position, length);
+    SendData(request, offset, piece, data, request->op != IoOp::kRead, flags);
+    if (state->lost || state->error != 0) return;
     position = 0;
-    length -= left;
-    while (left > 0) {
-      const size_t length = std::min<size_t>(left, max_payload_);
-      Send(request, [&] {
-        return request->op == IoOp::kRead
-                   ? Nbd().nbd_aio_pread(handle, data, length, offset,
-                                         Completion(request, &OnCommandDone), 0)
-                   : Nbd().nbd_aio_pwrite(handle, data, length, offset,
-                                          Completion(request, &OnCommandDone), flags);
-      });
-      if (state->lost || state->error != 0) return;
-      data += length;
-      offset += length;
-      left -= length;
-    }
+    offset += piece;
+    length -= piece;
   }
 }
 
@@ -276,6 +263,14 @@ void NbdConnection::IssueRanges(IoRequest* request, uint64_t start, uint64_t end
                                       flags);
     });
     if (state->lost || state->error != 0) return;
+  }
+}
+
+void NbdConnection::IssueZeroes(IoRequest* request, uint64_t start, uint64_t end) {
+  if (info_.can_zero) {
+    IssueRanges(request, start, end, StateOf(request)->zero_flags);
+  } else {
+    IssueZeroWrites(request, start, end);
   }
 }
 
@@ -320,17 +315,15 @@ void NbdConnection::Send(IoRequest* request, Command command) {
   }
 }
 
-// Part of an unaligned request's bounce buffer (nbd_unaligned.cc): `length` bytes at `offset`, in
-// commands of at most the server's payload limit (a multiple of its minimum block size).
-void NbdConnection::SendBounced(IoRequest* request, uint64_t offset, uint64_t length, char* data,
-                                bool write) {
+void NbdConnection::SendData(IoRequest* request, uint64_t offset, uint64_t length, char* data,
+                             bool write, uint32_t flags) {
   NbdRequestState* state = StateOf(request);
   nbd_handle* handle = handle_.get();
   while (length > 0 && !state->lost && state->error == 0) {
     const uint64_t piece = std::min<uint64_t>(length, max_payload_);
     Send(request, [&] {
       return write ? Nbd().nbd_aio_pwrite(handle, data, piece, offset,
-                                          Completion(request, &OnCommandDone), state->write_flags)
+                                          Completion(request, &OnCommandDone), flags)
                    : Nbd().nbd_aio_pread(handle, data, piece, offset,
                                          Completion(request, &OnCommandDone), 0);
     });
@@ -584,16 +577,12 @@ void NbdConnection::LoseConnection() {
 }
 
 void NbdConnection::Resume(IoRequest* request) {
-  if (resumed_.Push(request)) {
-    const uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
-  }
+  if (resumed_.Push(request)) util::SignalEventFd(wake_fd_);
 }
 
 void NbdConnection::AttemptFailed() {
   attempt_failed_.store(true);
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+  util::SignalEventFd(wake_fd_);
 }
 
 void NbdConnection::DelayOver() {
@@ -624,8 +613,7 @@ void NbdConnection::ServerStopping() {
 
 void NbdConnection::Reconnected(NbdHandle handle) {
   Nbd().nbd_close(delivered_.exchange(handle.release()));
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+  util::SignalEventFd(wake_fd_);
 }
 
 void NbdConnection::Install(NbdHandle handle) {

@@ -108,7 +108,13 @@ class NbdConnection final : public NbdReconnectClient {
   void IssueData(IoRequest* request, uint64_t position, uint64_t offset, uint64_t length,
                  uint32_t flags);
   void IssueRanges(IoRequest* request, uint64_t offset, uint64_t end, uint32_t flags);
+  // Zeroes [offset, end): WRITE_ZEROES where the server has it, written zeroes otherwise.
+  void IssueZeroes(IoRequest* request, uint64_t offset, uint64_t end);
   void IssueZeroWrites(IoRequest* request, uint64_t offset, uint64_t end);
+  // `length` bytes at `offset` from or into `data`, in commands of at most the server's payload
+  // limit (a multiple of its minimum block size); stops at the first refused command.
+  void SendData(IoRequest* request, uint64_t offset, uint64_t length, char* data, bool write,
+                uint32_t flags);
 
   // Requests not aligned to the server's minimum block size, or whose memory pieces are not
   // (nbd_unaligned.cc), which libnbd refuses as they are: they go through a bounce buffer, and
@@ -123,7 +129,6 @@ class NbdConnection final : public NbdReconnectClient {
   void EndUnaligned(IoRequest* request);
   // Where the block at `offset` is in the request's bounce buffer.
   char* Bounced(IoRequest* request, uint64_t offset);
-  void SendBounced(IoRequest* request, uint64_t offset, uint64_t length, char* data, bool write);
   char* TakeBounce(uint64_t size);
   // 1 where the server sets no minimum block size.
   uint32_t MinBlock() const { return info_.min_block > 1 ? info_.min_block : 1; }

@@ -12,17 +12,13 @@
 #include <system_error>
 
 #include "block/nbd/nbd_shared_queue.h"
+#include "util/eventfd.h"
 #include "util/log.h"
 
 namespace bexd::block {
 namespace {
 
 enum Tag : uint32_t { kInboxTag, kStopTag, kConnectionTag };
-
-void Signal(int fd) {
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = write(fd, &one, sizeof(one));
-}
 
 }  // namespace
 
@@ -61,7 +57,7 @@ absl::StatusOr<std::unique_ptr<NbdConnectionThread>> NbdConnectionThread::Start(
 
 NbdConnectionThread::~NbdConnectionThread() {
   if (thread_.joinable()) {
-    Signal(stop_fd_);
+    util::SignalEventFd(stop_fd_);
     thread_.join();
   }
   connection_.reset();
@@ -70,7 +66,7 @@ NbdConnectionThread::~NbdConnectionThread() {
   }
 }
 
-void NbdConnectionThread::Wake() { Signal(inbox_fd_); }
+void NbdConnectionThread::Wake() { util::SignalEventFd(inbox_fd_); }
 
 void NbdConnectionThread::Loop() {
   struct epoll_event events[3];
@@ -85,8 +81,7 @@ void NbdConnectionThread::Loop() {
     }
     // The eventfd is cleared before the stack is taken: a request pushed after the take finds the
     // stack empty and signals again.
-    uint64_t value;
-    [[maybe_unused]] ssize_t n = read(inbox_fd_, &value, sizeof(value));
+    util::DrainEventFd(inbox_fd_);
     RequestList handed;
     inbox_.TakeAll(&handed);
     while (IoRequest* request = handed.PopFront()) connection_->Start(request);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <system_error>
 
+#include "util/eventfd.h"
 #include "util/log.h"
 #include "util/rate_limit.h"
 
@@ -19,6 +20,10 @@ constexpr std::chrono::seconds kFirstPause{1};
 constexpr std::chrono::seconds kLongestPause{16};
 
 }  // namespace
+
+std::chrono::seconds NextNbdAttemptPause(std::chrono::seconds previous) {
+  return previous.count() == 0 ? kFirstPause : std::min(previous * 2, kLongestPause);
+}
 
 NbdConnector::NbdConnector(std::string node_name, NbdOptions options, NbdServerInfo opened,
                            bool writable, bool multi_conn)
@@ -35,10 +40,7 @@ NbdConnector::~NbdConnector() {
     stopping_ = true;
   }
   wake_.notify_all();
-  if (cancel_fd_ >= 0) {
-    const uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = write(cancel_fd_, &one, sizeof(one));
-  }
+  if (cancel_fd_ >= 0) util::SignalEventFd(cancel_fd_);
   if (thread_.joinable()) thread_.join();
   if (cancel_fd_ >= 0) close(cancel_fd_);
 }
@@ -106,7 +108,7 @@ void NbdConnector::Loop() {
       continue;
     }
     for (NbdReconnectClient* client : waiting_) client->AttemptFailed();
-    pause = pause.count() == 0 ? kFirstPause : std::min(pause * 2, kLongestPause);
+    pause = NextNbdAttemptPause(pause);
     log::Limited(failed_attempt, log::Level::kWarn,
                  "node '{}': reconnecting to NBD server {} failed: {}; next attempt in {} s",
                  node_name_, address, std::string(usable.message()), pause.count());

@@ -6,6 +6,7 @@
 // is given up after kNbdConnectTimeout.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -17,6 +18,10 @@
 #include "block/options.h"
 
 namespace bexd::block {
+
+// The pause before the next connection attempt after one failed: 1 s after the first failure
+// (`previous` 0), then twice the previous pause, at most 16 s (QEMU's connect thread).
+std::chrono::seconds NextNbdAttemptPause(std::chrono::seconds previous);
 
 class NbdReconnectClient {
  public:

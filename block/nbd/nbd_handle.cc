@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 
+#include <bit>
 #include <cerrno>
 #include <cstring>
 
@@ -126,7 +127,7 @@ absl::StatusOr<NbdHandle> ConnectNbd(const NbdOptions& options, int cancel_fd,
 absl::Status CheckBlockSizes(const NbdServerInfo& info) {
   const uint32_t block = info.min_block;
   if (block == 0) return absl::OkStatus();
-  if ((block & (block - 1)) != 0 || block > kNbdMaxMinBlock) {
+  if (!std::has_single_bit(block) || block > kNbdMaxMinBlock) {
     return absl::FailedPreconditionError(
         fmt::format("the server's minimum block size {} is not a power of two of at most {} bytes",
                     block, kNbdMaxMinBlock));

@@ -29,12 +29,12 @@ bool StillOpen(nbd_handle* handle) {
 }
 
 // The first connection: one attempt, or with open-timeout (QEMU's) attempts until one succeeds or
-// the timeout is over, after pauses of 1, 2, 4, 8 and then 16 s, as reconnections.
+// the timeout is over, with the pauses of reconnections between them.
 absl::StatusOr<NbdHandle> ConnectAtOpen(const std::string& node_name, const NbdOptions& options) {
   using std::chrono::steady_clock;
   const steady_clock::time_point deadline =
       steady_clock::now() + std::chrono::seconds(options.open_timeout);
-  std::chrono::milliseconds pause{1000};
+  std::chrono::seconds pause{0};
   while (true) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady_clock::now());
@@ -43,15 +43,15 @@ absl::StatusOr<NbdHandle> ConnectAtOpen(const std::string& node_name, const NbdO
         options.open_timeout == 0 ? std::chrono::milliseconds(kNbdConnectTimeout)
                                   : std::clamp(left, std::chrono::milliseconds(100),
                                                std::chrono::milliseconds(kNbdConnectTimeout)));
+    pause = NextNbdAttemptPause(pause);
     if (handle.ok() || steady_clock::now() + pause >= deadline) return handle;
     static log::RateLimit failed_attempt;
     log::Limited(failed_attempt, log::Level::kInfo,
                  "node '{}': connecting to NBD server {} failed: {}; next attempt in {} s "
                  "(open-timeout {} s)",
                  node_name, NbdAddress(options), std::string(handle.status().message()),
-                 pause.count() / 1000, options.open_timeout);
+                 pause.count(), options.open_timeout);
     std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(16000));
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "block/nbd/nbd_request.h"
 #include "block/request_check.h"
+#include "util/eventfd.h"
 #include "util/log.h"
 
 namespace bexd::block {
@@ -49,10 +50,7 @@ void NbdSharedQueue::HandOver() {
 }
 
 void NbdSharedQueue::Return(IoRequest* request) {
-  if (returned_.Push(request)) {
-    const uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = write(event_fd_, &one, sizeof(one));
-  }
+  if (returned_.Push(request)) util::SignalEventFd(event_fd_);
   away_.fetch_sub(1, std::memory_order_release);
 }
 
@@ -69,8 +67,7 @@ void NbdSharedQueue::RunCallbacks() {
 void NbdSharedQueue::Poll() {
   // The eventfd is cleared before the stack is taken: a request returned after the take finds
   // the stack empty and signals again.
-  uint64_t value;
-  [[maybe_unused]] ssize_t n = read(event_fd_, &value, sizeof(value));
+  util::DrainEventFd(event_fd_);
   do {
     HandOver();
     RunCallbacks();

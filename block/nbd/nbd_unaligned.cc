@@ -108,29 +108,25 @@ bool NbdConnection::IssueUnaligned(IoRequest* request) {
     case NbdUnalignedPhase::kReadEdges:
       for (uint64_t edge : {state->head, state->tail}) {
         if (edge == kNoBlock) continue;
-        SendBounced(request, edge, block, Bounced(request, edge), false);
+        SendData(request, edge, block, Bounced(request, edge), false, 0);
       }
       break;
     case NbdUnalignedPhase::kWrite:
       if (request->op != IoOp::kWriteZeroes) {
-        SendBounced(request, first, span, state->bounce, true);
+        SendData(request, first, span, state->bounce, true, state->write_flags);
         break;
       }
       for (uint64_t edge : {state->head, state->tail}) {
         if (edge == kNoBlock) continue;
-        SendBounced(request, edge, block, Bounced(request, edge), true);
+        SendData(request, edge, block, Bounced(request, edge), true, state->write_flags);
       }
       if (const uint64_t start = AlignUp(request->offset, block), stop = AlignDown(end, block);
           start < stop && !state->lost && state->error == 0) {
-        if (info_.can_zero) {
-          IssueRanges(request, start, stop, state->zero_flags);
-        } else {
-          IssueZeroWrites(request, start, stop);
-        }
+        IssueZeroes(request, start, stop);
       }
       break;
     case NbdUnalignedPhase::kRead:
-      SendBounced(request, first, span, state->bounce, false);
+      SendData(request, first, span, state->bounce, false, 0);
       break;
     case NbdUnalignedPhase::kNone:
       break;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 
 namespace bexd::block::qcow2 {
@@ -26,7 +27,7 @@ absl::StatusOr<CacheSizes> ComputeCacheSizes(const Qcow2Options& options, const 
   uint64_t l2 = std::min(max_l2, l2_setting);
   uint64_t refcount = options.refcount_cache_size.value_or(0);
   if (const std::optional<uint64_t> entry = options.l2_cache_entry_size;
-      entry && (*entry < 512 || *entry > cluster || (*entry & (*entry - 1)) != 0)) {
+      entry && (*entry < 512 || *entry > cluster || !std::has_single_bit(*entry))) {
     // QEMU's text (qcow2_update_options_prepare).
     return absl::InvalidArgumentError(
         fmt::format("L2 cache entry size must be a power of two between 512 and the cluster "
