@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -54,6 +55,46 @@ void WriteFileRange(const std::string& path, uint64_t offset,
   EXPECT_GE(fd, 0) << path << ": " << std::strerror(errno);
   EXPECT_EQ(::pwrite(fd, bytes.data(), bytes.size(), offset), static_cast<ssize_t>(bytes.size()));
   ::close(fd);
+}
+
+// Runs `body` on `threads` threads at once, each with a queue of its own (the thread's index is
+// its second argument); the failures they count, one for a queue that cannot be made.
+int OnQueueThreads(BlockNode& node, int threads, const std::function<int(IoQueue&, int)>& body) {
+  std::atomic<int> failures{0};
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([&, t] {
+      absl::StatusOr<std::unique_ptr<IoQueue>> queue = node.CreateQueue();
+      failures += queue.ok() ? body(**queue, t) : 1;
+    });
+  }
+  for (std::thread& thread : running) thread.join();
+  return failures.load();
+}
+
+// Writes `length` bytes from each write's source at its offset, 16 requests in flight at a time;
+// the requests that failed or did not finish.
+int WriteInBatches(IoQueue& queue,
+                   const std::vector<std::pair<uint64_t, const unsigned char*>>& writes,
+                   uint64_t length) {
+  int failures = 0;
+  for (size_t first = 0; first < writes.size(); first += 16) {
+    IoRequest requests[16];
+    Outcome outcomes[16];
+    struct iovec iov[16];
+    const size_t count = std::min<size_t>(16, writes.size() - first);
+    for (size_t i = 0; i < count; ++i) {
+      const auto& [offset, source] = writes[first + i];
+      iov[i] = {const_cast<unsigned char*>(source), length};
+      Prepare(&requests[i], &outcomes[i], IoOp::kWrite, offset, length, &iov[i], 1);
+      queue.Submit(&requests[i]);
+    }
+    if (!WaitIdle(queue)) ++failures;
+    for (size_t i = 0; i < count; ++i) {
+      failures += outcomes[i].result != static_cast<int64_t>(length);
+    }
+  }
+  return failures;
 }
 
 int CountConnections(const std::string& log_path) {
@@ -259,40 +300,21 @@ TEST_P(NbdDataTest, QueuesOnSeveralThreads) {
   auto node = OpenOrFail(Options());
   ASSERT_NE(node, nullptr);
   constexpr int kThreads = 3;
-  constexpr int kWrites = 64;
-  std::atomic<int> failures{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      auto queue = node->CreateQueue();
-      if (!queue.ok()) {
-        ++failures;
-        return;
-      }
-      // 16 writes in flight at a time, each to its own 64 KiB block of this thread's MiB.
-      std::vector<unsigned char> data = Pattern(kMiB, 10 + t);
-      for (int round = 0; round < kWrites / 16; ++round) {
-        IoRequest requests[16];
-        Outcome outcomes[16];
-        struct iovec iov[16];
-        for (int i = 0; i < 16; ++i) {
-          const uint64_t at = uint64_t(i) * 65536;
-          iov[i] = {data.data() + at, 65536};
-          Prepare(&requests[i], &outcomes[i], IoOp::kWrite, t * kMiB + at, 65536, &iov[i], 1);
-          (*queue)->Submit(&requests[i]);
-        }
-        if (!WaitIdle(**queue)) ++failures;
-        for (const Outcome& outcome : outcomes) failures += outcome.result != 65536;
-      }
-      IoRequest flush;
-      Outcome flushed;
-      Prepare(&flush, &flushed, IoOp::kFlush, 0, 0);
-      (*queue)->Submit(&flush);
-      if (!WaitIdle(**queue) || flushed.result != 0) ++failures;
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(failures.load(), 0);
+  constexpr int kRounds = 4;
+  EXPECT_EQ(OnQueueThreads(*node, kThreads,
+                           [](IoQueue& queue, int t) {
+                             // Each round writes the 16 blocks of 64 KiB of this thread's MiB.
+                             const std::vector<unsigned char> data = Pattern(kMiB, 10 + t);
+                             std::vector<std::pair<uint64_t, const unsigned char*>> writes;
+                             for (int round = 0; round < kRounds; ++round) {
+                               for (uint64_t at = 0; at < kMiB; at += 65536) {
+                                 writes.emplace_back(t * kMiB + at, data.data() + at);
+                               }
+                             }
+                             return WriteInBatches(queue, writes, 65536) +
+                                    (RunOne(queue, IoOp::kFlush, 0, 0) != 0);
+                           }),
+            0);
   for (int t = 0; t < kThreads; ++t) {
     EXPECT_EQ(ReadFileRange(image_, t * kMiB, kMiB), Pattern(kMiB, 10 + t)) << "thread " << t;
   }
@@ -419,35 +441,15 @@ TEST_P(NbdDataTest, UnalignedWritesIntoTheSameBlocksFromSeveralThreadsAllLand) {
   constexpr uint64_t kStripe = 256;
   constexpr uint64_t kSpan = 512 * 1024;
   const std::vector<unsigned char> expected = Pattern(kSpan, 50);
-  std::atomic<int> failures{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      auto queue = node->CreateQueue();
-      if (!queue.ok()) {
-        ++failures;
-        return;
-      }
-      std::vector<uint64_t> mine;
-      for (uint64_t at = t * kStripe; at < kSpan; at += kThreads * kStripe) mine.push_back(at);
-      for (size_t first = 0; first < mine.size(); first += 16) {
-        IoRequest requests[16];
-        Outcome outcomes[16];
-        struct iovec iov[16];
-        const size_t count = std::min<size_t>(16, mine.size() - first);
-        for (size_t i = 0; i < count; ++i) {
-          const uint64_t at = mine[first + i];
-          iov[i] = {const_cast<unsigned char*>(expected.data()) + at, kStripe};
-          Prepare(&requests[i], &outcomes[i], IoOp::kWrite, at, kStripe, &iov[i], 1);
-          (*queue)->Submit(&requests[i]);
-        }
-        if (!WaitIdle(**queue)) ++failures;
-        for (size_t i = 0; i < count; ++i) failures += outcomes[i].result != int64_t{kStripe};
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(OnQueueThreads(*node, kThreads,
+                           [&](IoQueue& queue, int t) {
+                             std::vector<std::pair<uint64_t, const unsigned char*>> writes;
+                             for (uint64_t at = t * kStripe; at < kSpan; at += kThreads * kStripe) {
+                               writes.emplace_back(at, expected.data() + at);
+                             }
+                             return WriteInBatches(queue, writes, kStripe);
+                           }),
+            0);
   EXPECT_TRUE(ReadFileRange(image_, 0, kSpan) == expected);
 }
 
