@@ -166,8 +166,9 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string_view>
 
 std::string UsageText() {
   return R"(Usage: bexd [options]
-Exports block nodes (image files, null devices, raw windows of them) as a file over FUSE or to
-virtio-fs guests through vhost-user-fs. Options take QEMU's key=value syntax or a JSON object.
+Exports block nodes (image files and devices, qcow2 images, Ceph RBD images, NBD exports, null
+devices, raw windows of them) as a file over FUSE or to virtio-fs guests through vhost-user-fs.
+Options take QEMU's key=value syntax or a JSON object.
 
   --blockdev driver=file,node-name=NAME,filename=PATH[,aio=native|threads|io_uring]
              [,cache.direct=on|off][,cache.no-flush=on|off][,read-only=on|off]
@@ -175,8 +176,16 @@ virtio-fs guests through vhost-user-fs. Options take QEMU's key=value syntax or 
              every driver also takes discard= and detect-zeroes=off|on|unmap (unmap needs
              discard=unmap)
   --blockdev driver=null-co,node-name=NAME[,size=SIZE][,read-zeroes=on|off][,latency-ns=NS]
+  --blockdev driver=host_device,...   as file, for a block or character device
   --blockdev driver=raw,node-name=NAME,file=NODE[,offset=BYTES][,size=BYTES][,discard=...]
              a child is a node name or defined inline: file.driver=file,file.filename=PATH
+  --blockdev driver=qcow2,node-name=NAME,file=NODE[,backing=NODE|null][,lazy-refcounts=on|off]
+             [,cache-size=BYTES][,l2-cache-size=BYTES][,refcount-cache-size=BYTES]
+             [,cache-clean-interval=SECONDS][,pass-discard-request=on|off]
+             [,pass-discard-other=on|off][,discard=...]   (docs/qcow2.md)
+  --blockdev driver=nbd,node-name=NAME,server.type=unix,server.path=SOCKET[,export=NAME]
+  --blockdev driver=nbd,node-name=NAME,server.type=inet,server.host=HOST,server.port=PORT
+             [,export=NAME][,reconnect-delay=SECONDS][,open-timeout=SECONDS][,discard=...]
   --blockdev driver=rbd,node-name=NAME,pool=POOL,image=IMAGE[,namespace=NS][,snapshot=SNAP]
              [,conf=CEPH.CONF][,user=ID][,key-secret=SECRET][,auth-client-required.0=cephx]
              [,server.0.host=HOST,server.0.port=PORT][,cache.direct=on|off][,discard=...]
