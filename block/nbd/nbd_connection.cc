@@ -403,7 +403,9 @@ int64_t NbdConnection::Outcome(IoRequest* request) const {
 
 // Queue threads wait for wait_fd() edge-triggered, so nothing may be left ready in the epoll set
 // when this returns: no new edge would come for it. libnbd reads one reply per notification and
-// leaves the rest in the socket, so this runs until the set has nothing more to report.
+// leaves the rest in the socket, so this runs until the set has nothing more to report, or until
+// libnbd awaits no reply: then the socket holds nothing unread, and anything that arrives later
+// is a new edge. That saves a queue-depth-1 request an epoll_wait.
 void NbdConnection::Process() {
   bool handled = true;
   while (handled) {
@@ -420,7 +422,12 @@ void NbdConnection::Process() {
       // FinishFn may have started requests that ended at once (refused, or the connection gone).
     } while (!finished_.empty() || !completed_.empty());
     WatchSocket();
+    handled = handled && AwaitsReplies();
   }
+}
+
+bool NbdConnection::AwaitsReplies() const {
+  return handle_ != nullptr && Nbd().nbd_aio_in_flight(handle_.get()) > 0;
 }
 
 bool NbdConnection::HandleEvents() {

@@ -150,6 +150,8 @@ class NbdConnection final : public NbdReconnectClient {
 
   // Runs what the epoll set reports; false if it reported nothing.
   bool HandleEvents();
+  // Whether libnbd has commands the server has not answered yet, whose replies may be unread.
+  bool AwaitsReplies() const;
   void Settle();  // sorts commands' completions and notices a lost connection
   // Keeps libnbd's message for the failure that killed the connection, for the log.
   void NoteLostReason();
