@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 
@@ -37,7 +38,7 @@ bool OnHugetlbfs(int fd) {
 uint64_t MapAlignment(const struct stat& st) {
   uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   uint64_t block = static_cast<uint64_t>(st.st_blksize);
-  if (block > page && (block & (block - 1)) == 0) return block;
+  if (block > page && std::has_single_bit(block)) return block;
   return page;
 }
 

@@ -172,8 +172,7 @@ absl::Status VhostUserDevice::Dispatch(Message& message, Reply* reply) {
     case vhost::kSetVringNum: {
       absl::StatusOr<vhost::VringState> state = RingPayload<vhost::VringState>(message);
       if (!state.ok()) return state.status();
-      if (state->num == 0 || state->num > Virtqueue::kMaxSize ||
-          (state->num & (state->num - 1)) != 0) {
+      if (!Virtqueue::IsValidSize(state->num)) {
         return Invalid(fmt::format("vring {} size {} is not a power of two in [1, {}]",
                                    +state->index, +state->num, Virtqueue::kMaxSize));
       }

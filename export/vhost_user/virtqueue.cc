@@ -40,7 +40,7 @@ bool NeedEvent(uint16_t event, uint16_t new_idx, uint16_t old_idx) {
 absl::Status Virtqueue::Start(const VirtqueueLayout& layout, const GuestMemory* memory) {
   desc_ = nullptr;
   broken_ = nullptr;
-  if (layout.size == 0 || layout.size > kMaxSize || (layout.size & (layout.size - 1)) != 0) {
+  if (!IsValidSize(layout.size)) {
     return absl::InvalidArgumentError(
         fmt::format("queue size {} is not a power of two in [1, {}]", layout.size, kMaxSize));
   }

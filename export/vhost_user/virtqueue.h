@@ -11,6 +11,7 @@
 
 #include <sys/uio.h>
 
+#include <bit>
 #include <cstdint>
 #include <string_view>
 
@@ -50,6 +51,8 @@ class Virtqueue {
  public:
   // QEMU's limit (VIRTQUEUE_MAX_SIZE); it also bounds per-queue memory here.
   static constexpr uint32_t kMaxSize = 1024;
+  // A ring size the virtio spec allows (split rings): a power of two, at most kMaxSize here.
+  static bool IsValidSize(uint32_t size) { return std::has_single_bit(size) && size <= kMaxSize; }
 
   enum class PopResult { kEmpty, kChain, kBroken };
 
