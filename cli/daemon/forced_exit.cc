@@ -9,6 +9,7 @@
 #include <string>
 
 #include "export/fuse_dev/fuse_mount.h"
+#include "util/clock.h"
 #include "util/eventfd.h"
 #include "util/log.h"
 
@@ -32,12 +33,22 @@ ForcedExit::~ForcedExit() {
 }
 
 void ForcedExit::Watch(int signal_fd) {
+  const uint64_t start_ns = util::MonotonicNs();
   struct pollfd fds[2] = {{signal_fd, POLLIN, 0}, {done_fd_.get(), POLLIN, 0}};
   for (;;) {
     if (::poll(fds, 2, -1) < 0) continue;  // EINTR
     if (fds[1].revents != 0) return;
     signalfd_siginfo info;
     if (::read(signal_fd, &info, sizeof(info)) != sizeof(info)) continue;
+    const std::chrono::nanoseconds stopping(util::MonotonicNs() - start_ns);
+    if (stopping < kGrace) {
+      log::Warn(
+          "received SIG{} again {} ms into the stop; still stopping cleanly (a stop signal {} s "
+          "or more into the stop exits at once, without waiting for the exports to drain)",
+          ::sigabbrev_np(info.ssi_signo),
+          std::chrono::duration_cast<std::chrono::milliseconds>(stopping).count(), kGrace.count());
+      continue;
+    }
     log::Error(
         "received SIG{} while stopping; exiting at once with status 1 without waiting for "
         "the exports to drain: requests still in flight fail, and what they wrote may be "

@@ -3,9 +3,12 @@
 // answers (an NBD server that hangs, say) keeps a drain waiting forever. While a ForcedExit
 // lives, another SIGINT, SIGTERM or SIGHUP exits the process at once with status 1: the mounts
 // are detached and requests still in flight are lost, as with SIGKILL, but the mountpoints are
-// left usable.
+// left usable. Only once the stop has run for kGrace: a repeat that comes sooner is not somebody
+// giving up on a stuck stop but the same stop asked twice (GNU timeout signals the process and
+// its group, Ctrl-C pressed twice), and it must not cost the final flush.
 #pragma once
 
+#include <chrono>
 #include <thread>
 
 #include "util/unique_fd.h"
@@ -14,6 +17,8 @@ namespace bexd::cli {
 
 class ForcedExit {
  public:
+  static constexpr std::chrono::seconds kGrace{3};
+
   // `signal_fd`: the signalfd the stop signals are read from (borrowed).
   explicit ForcedExit(int signal_fd);
   ~ForcedExit();  // stops watching

@@ -478,8 +478,9 @@ TEST_F(NbdServerRestartTest, AServerBackBeforeTheNextRequestServesIt) {
 }
 
 // A stop waits for the requests in flight, and a server that never answers keeps it waiting: a
-// second SIGTERM then exits at once with status 1 and detaches the mount, so the mountpoint is
-// not left failing with ENOTCONN.
+// second SIGTERM, once the stop has run for ForcedExit's grace of 3 s, then exits at once with
+// status 1 and detaches the mount, so the mountpoint is not left failing with ENOTCONN. A repeat
+// before that changes nothing.
 TEST_F(NbdServerRestartTest, ASecondSignalEndsAStopThatWaitsForAServerThatNeverAnswers) {
   const std::string image = scratch_.CreateFile("image", 16 * kMiB);
   NbdServer* server = Serve({"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "--filter=delay",
@@ -498,9 +499,14 @@ TEST_F(NbdServerRestartTest, ASecondSignalEndsAStopThatWaitsForAServerThatNeverA
     if (fd >= 0) ::close(fd);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the write waits on the server
+  const auto first_signal = std::chrono::steady_clock::now();
   daemon.Signal(SIGTERM);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_TRUE(IsFuseMounted(mountpoint)) << "the first signal should wait for the write";
+  daemon.Signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(IsFuseMounted(mountpoint)) << "a repeat within the grace should change nothing";
+  std::this_thread::sleep_until(first_signal + std::chrono::milliseconds(3500));
   const int status = daemon.SignalAndWait(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
   EXPECT_EQ(WEXITSTATUS(status), 1);

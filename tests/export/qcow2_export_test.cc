@@ -112,6 +112,33 @@ TEST_F(Qcow2ExportTest, QsdManualExampleRunsUnchanged) {
   EXPECT_TRUE(QemuRaw(image) == expected) << "qemu-img reads other data than was written";
 }
 
+// Two stop signals in a row, as GNU timeout sends them (to the daemon and to its process group):
+// the second is the same stop asked twice, and the stop still flushes the image, whose metadata
+// bexd caches: writes that completed without fsync are in it afterwards, and it is clean.
+TEST_F(Qcow2ExportTest, TwoStopSignalsInARowStillFlushTheImage) {
+  const std::string image = Path("disk.qcow2");
+  RunOrFail("qemu-img create -f qcow2 " + image + " 16M");
+  Daemon daemon({"--blockdev", "driver=file,node-name=file,filename=" + image, "--blockdev",
+                 "driver=qcow2,node-name=qcow2,file=file", "--export",
+                 "type=fuse,id=export,node-name=qcow2,mountpoint=" + image + ",writable=on"});
+  ASSERT_TRUE(daemon.WaitMounted(image));
+  std::vector<uint8_t> expected(16 * kMiB, 0);
+  const std::vector<uint8_t> data = Pattern(kMiB, 0, 9);
+  const int fd = ::open(image.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(::pwrite(fd, data.data(), data.size(), 0), ssize_t(data.size()))
+      << std::strerror(errno);
+  ::close(fd);
+  std::copy(data.begin(), data.end(), expected.begin());
+  daemon.Signal(SIGTERM);
+  // Apart enough that the kernel does not merge the two into one pending signal.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+  ASSERT_FALSE(IsFuseMounted(image));
+  ExpectClean(image);
+  EXPECT_TRUE(QemuRaw(image) == expected) << "writes that completed before the stop are missing";
+}
+
 // Images as qemu-img makes them, all served by one bexd, each read through its mount and
 // compared with `qemu-img convert -O raw`.
 TEST_F(Qcow2ExportTest, QemuImagesReadAsQemuReadsThem) {
