@@ -242,8 +242,8 @@ json QmpCommands::Handle(const json& request, bool* negotiated) {
   } else if (arguments != request.end() && !arguments->is_object()) {
     reply = QmpError("GenericError", "QMP input member 'arguments' must be an object");
   } else if (!unexpected.empty()) {
-    reply = QmpError("GenericError", fmt::format("QMP input member {} is unexpected",
-                                                 OptionReader::Quote(unexpected)));
+    reply =
+        QmpError("GenericError", fmt::format("QMP input member '{}' is unexpected", unexpected));
   } else {
     reply = Execute(execute->get_ref<const std::string&>(),
                     arguments == request.end() ? json::object() : *arguments, negotiated);
@@ -258,13 +258,29 @@ json QmpCommands::Execute(std::string_view command, const json& arguments, bool*
       return QmpError("CommandNotFound",
                       "Capabilities negotiation is already complete, command ignored");
     }
-    std::vector<std::string> enable;
-    absl::Status status = ReadArguments(
-        arguments, [&](OptionReader& reader) { reader.StringList("enable", &enable); });
+    // `enable` is a list, empty included (a client may pass on the greeting's empty
+    // capabilities as they are), with QEMU's type errors.
+    json rest = arguments;
+    json enable = json::array();
+    if (rest.is_object() && rest.contains("enable")) {
+      enable = rest["enable"];
+      rest.erase("enable");
+    }
+    absl::Status status = ReadArguments(rest, [](OptionReader&) {});
     if (!status.ok()) return QmpError("GenericError", std::string(status.message()));
+    if (!enable.is_array()) {
+      return QmpError("GenericError", "Invalid parameter type for 'enable', expected: array");
+    }
+    for (size_t i = 0; i < enable.size(); ++i) {
+      if (!enable[i].is_string()) {
+        return QmpError(
+            "GenericError",
+            fmt::format("Invalid parameter type for 'enable[{}]', expected: string", i));
+      }
+    }
     if (!enable.empty()) {
-      return QmpError("GenericError",
-                      fmt::format("capability '{}' is not available", enable.front()));
+      return QmpError("GenericError", fmt::format("capability '{}' is not available",
+                                                  enable.front().get<std::string>()));
     }
     *negotiated = true;
     return {{"return", json::object()}};

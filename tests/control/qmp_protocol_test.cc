@@ -24,9 +24,16 @@ TEST_F(ControlTest, GreetingAndNegotiation) {
   EXPECT_EQ(ErrorDesc(reply), "Expecting capabilities negotiation with 'qmp_capabilities'");
 
   client->SendRaw(R"({"execute": "qmp_capabilities", "arguments": {"enable": ["oob"]}})");
-  EXPECT_EQ(ErrorClass(client->ReadReply()), "GenericError");
+  EXPECT_EQ(ErrorDesc(client->ReadReply()), "capability 'oob' is not available");
+  client->SendRaw(R"({"execute": "qmp_capabilities", "arguments": {"enable": "oob"}})");
+  EXPECT_EQ(ErrorDesc(client->ReadReply()), "Invalid parameter type for 'enable', expected: array");
+  client->SendRaw(R"({"execute": "qmp_capabilities", "arguments": {"enable": [1]}})");
+  EXPECT_EQ(ErrorDesc(client->ReadReply()),
+            "Invalid parameter type for 'enable[0]', expected: string");
 
-  client->SendRaw(R"({"execute": "qmp_capabilities", "id": "negotiate-1"})");
+  // An empty list, as a client that passes on the greeting's capabilities sends it.
+  client->SendRaw(
+      R"({"execute": "qmp_capabilities", "arguments": {"enable": []}, "id": "negotiate-1"})");
   EXPECT_EQ(client->ReadReply(), json({{"return", json::object()}, {"id", "negotiate-1"}}));
 
   client->SendRaw(R"({"execute": "qmp_capabilities", "id": 2})");
@@ -57,7 +64,7 @@ TEST_F(ControlTest, MalformedRequestsGetErrorsAndTheClientStays) {
       {R"({"execute": "quit", "arguments": []})", "GenericError",
        "QMP input member 'arguments' must be an object"},
       {R"({"execute": "quit", "extra": 1})", "GenericError",
-       "QMP input member \"extra\" is unexpected"},
+       "QMP input member 'extra' is unexpected"},
       {R"({"execute": "no-such-command"})", "CommandNotFound",
        "The command no-such-command has not been found"},
       {R"({"execute": "query-block-exports", "arguments": {"x": 1}})", "GenericError",
