@@ -136,7 +136,11 @@ absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
     if (other.options.id == options.id) duplicate_id = true;
     if (Endpoint(other) == endpoint) endpoint_owner = other.options.id;
   }
-  if (duplicate_id) return ExportError(options.id, "id is already in use");
+  if (duplicate_id) {
+    // QEMU's words: scripts match them.
+    return absl::InvalidArgumentError(
+        fmt::format("Block export id '{}' is already in use", options.id));
+  }
   if (!endpoint_owner.empty()) {
     return ExportError(
         options.id, fmt::format("'{}' is already used by export '{}'", endpoint, endpoint_owner));

@@ -116,7 +116,7 @@ TEST_F(BinaryErrorsTest, DuplicateNodeName) {
 TEST_F(BinaryErrorsTest, DuplicateExportIdMountsNothing) {
   EXPECT_EQ(ExpectOneError({"--blockdev", GoodBlockdev(), "--export", GoodExport(), "--export",
                             "type=fuse,id=exp0,node-name=disk0,mountpoint=" + second_mountpoint_}),
-            "export 'exp0': id is already in use");
+            "Block export id 'exp0' is already in use");
 }
 
 TEST_F(BinaryErrorsTest, SameMountpointTwice) {

@@ -119,7 +119,7 @@ TEST_F(ControlTest, ErrorPathsReturnGenericError) {
       {"blockdev-del", {{"node-name", "ghost"}}, "Failed to find node with node-name='ghost'"},
       {"blockdev-del", json::object(), "node-name: missing (required)"},
       {"block-export-add", FuseExport("exp0", "disk0", dir_.File("other")),
-       "export 'exp0': id is already in use"},
+       "Block export id 'exp0' is already in use"},
       {"block-export-add", FuseExport("e1", "ghost", dir_.File("other2")),
        "export 'e1': node-name 'ghost' does not name a block node"},
       {"block-export-add", FuseExport("e2", "disk0", mountpoint_),
