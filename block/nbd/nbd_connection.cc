@@ -2,6 +2,7 @@
 #include "block/nbd/nbd_connection.h"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -496,21 +497,27 @@ int64_t NbdConnection::Acknowledge(IoRequest* request, int64_t result) {
     case IoOp::kWriteZeroes:
       // A FUA write is durable already (with FUA, or with the flush sent after it).
       if (!(request->flags & kIoFua)) {
-        last_acknowledged_ = link_.writes_acknowledged.fetch_add(1, std::memory_order_acq_rel) + 1;
+        last_acknowledged_.store(
+            link_.writes_acknowledged.fetch_add(1, std::memory_order_acq_rel) + 1,
+            std::memory_order_relaxed);
       }
       return result;
     case IoOp::kFlush: {
-      if (link_.writes_maybe_lost.exchange(false, std::memory_order_acq_rel)) {
+      uint64_t flushed = link_.writes_flushed.load(std::memory_order_acquire);
+      const bool flagged = link_.writes_maybe_lost.exchange(false, std::memory_order_acq_rel);
+      const bool lost = OthersHoldLostWrites(flushed) || flagged;
+      // Reported once: what this flush was sent for counts as flushed either way, so that a
+      // connection that notices its loss later does not report the same writes again.
+      const uint64_t covers = StateOf(request)->flush_covers;
+      while (flushed < covers && !link_.writes_flushed.compare_exchange_weak(
+                                     flushed, covers, std::memory_order_acq_rel)) {
+      }
+      if (lost) {
         log::Error(
             "node '{}': a flush fails with EIO: writes the NBD server acknowledged before "
             "a lost connection were never flushed, and it may have lost them",
             link_.node_name);
         return -EIO;
-      }
-      const uint64_t covers = StateOf(request)->flush_covers;
-      uint64_t flushed = link_.writes_flushed.load(std::memory_order_acquire);
-      while (flushed < covers && !link_.writes_flushed.compare_exchange_weak(
-                                     flushed, covers, std::memory_order_acq_rel)) {
       }
       return result;
     }
@@ -549,13 +556,15 @@ void NbdConnection::LoseConnection() {
   server_stopping_ = false;
   announce_stopping_ = false;
   disconnect_sent_ = false;
-  // Only this connection's writes: another connection's may have gone to a server that came back
-  // since (an idle connection learns of its loss late), and each checks its own when it is lost.
-  if (info_.can_flush &&
-      last_acknowledged_ > link_.writes_flushed.load(std::memory_order_acquire)) {
+  // This connection's writes, and those of the node's other connections whose sockets the server
+  // has closed too (the same crash; their idle threads would notice only later). Not the others':
+  // a live socket reaches a server that came back since, which has their writes.
+  const uint64_t flushed = link_.writes_flushed.load(std::memory_order_acquire);
+  if (info_.can_flush && (last_acknowledged_.load(std::memory_order_relaxed) > flushed ||
+                          OthersHoldLostWrites(flushed))) {
     link_.writes_maybe_lost.store(true, std::memory_order_release);
   }
-  last_acknowledged_ = 0;
+  last_acknowledged_.store(0, std::memory_order_relaxed);
   const uint32_t delay = link_.options.reconnect_delay;
   log::Limited(lost, log::Level::kWarn, "node '{}': lost the connection to NBD server {} ({}); {}",
                link_.node_name, NbdAddress(link_.options),
@@ -616,6 +625,19 @@ void NbdConnection::ServerStopping() {
   if (socket_fd_ < 0) return;
   cut_by_other_.store(true);
   ::shutdown(socket_fd_, SHUT_RDWR);
+}
+
+bool NbdConnection::OthersHoldLostWrites(uint64_t flushed) {
+  return link_.connector != nullptr && link_.connector->OthersHoldLostWrites(this, flushed);
+}
+
+bool NbdConnection::HoldsWritesOnLostSocket(uint64_t flushed) {
+  if (last_acknowledged_.load(std::memory_order_relaxed) <= flushed) return false;
+  // The descriptor stays open while socket_fd_ names it (its thread clears it first).
+  std::lock_guard lock(socket_mutex_);
+  if (socket_fd_ < 0) return false;  // its thread has seen the loss and judged its own writes
+  struct pollfd socket = {socket_fd_, POLLRDHUP, 0};
+  return ::poll(&socket, 1, 0) == 1 && (socket.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 void NbdConnection::Reconnected(NbdHandle handle) {

@@ -43,7 +43,9 @@ struct NbdNodeLink {
   // it acknowledged without FUA, and how many of those the last successful flush covered. A
   // connection lost while some were not covered may have taken them with it (the server may have
   // crashed), so the next flush to complete fails with EIO instead of reporting them durable.
-  // Counted across the node's connections, since a flush on one covers writes on every one.
+  // Counted across the node's connections, since a flush on one covers writes on every one; so a
+  // connection that finds its socket lost also checks the others' (an idle one learns of its own
+  // loss only with its next request), and so does a flush before it reports success.
   mutable std::atomic<uint64_t> writes_acknowledged{0};
   mutable std::atomic<uint64_t> writes_flushed{0};
   mutable std::atomic<bool> writes_maybe_lost{false};
@@ -87,6 +89,7 @@ class NbdConnection final : public NbdReconnectClient {
   void Reconnected(NbdHandle handle) override;
   void ServerStopping() override;
   void AttemptFailed() override;
+  bool HoldsWritesOnLostSocket(uint64_t flushed) override;
 
  private:
   enum class State {
@@ -159,6 +162,8 @@ class NbdConnection final : public NbdReconnectClient {
   // After NBD_ESHUTDOWN: tells the node's other connections, and disconnects once the server has
   // answered every command in flight.
   void DisconnectFromStoppingServer();
+  // Whether another connection of the node holds unflushed writes on a socket the server closed.
+  bool OthersHoldLostWrites(uint64_t flushed);
   void DelayOver();
   void Install(NbdHandle handle);
   void WatchSocket();
@@ -177,8 +182,9 @@ class NbdConnection final : public NbdReconnectClient {
   int socket_fd_ = -1;
   uint32_t socket_events_ = 0;
   std::atomic<nbd_handle*> delivered_{nullptr};
-  // The node's writes_acknowledged count of the last write acknowledged on this connection.
-  uint64_t last_acknowledged_ = 0;
+  // The node's writes_acknowledged count of the last write acknowledged on this connection; other
+  // connections read it (HoldsWritesOnLostSocket).
+  std::atomic<uint64_t> last_acknowledged_{0};
   std::atomic<bool> attempt_failed_{false};  // AttemptFailed() since the last wake-up
   // With reconnect-delay=0: requests are held only until the first reconnect attempt ends.
   bool first_attempt_only_ = false;

@@ -81,6 +81,13 @@ void NbdConnector::AnnounceServerStopping(NbdReconnectClient* from) {
   }
 }
 
+bool NbdConnector::OthersHoldLostWrites(NbdReconnectClient* from, uint64_t flushed) {
+  std::lock_guard lock(mutex_);
+  return std::any_of(registered_.begin(), registered_.end(), [&](NbdReconnectClient* client) {
+    return client != from && client->HoldsWritesOnLostSocket(flushed);
+  });
+}
+
 void NbdConnector::Loop() {
   static log::RateLimit failed_attempt;
   const std::string address = NbdAddress(options_);

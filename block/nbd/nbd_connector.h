@@ -33,6 +33,10 @@ class NbdReconnectClient {
   // Runs on the connector's thread, under its lock: an attempt failed while the client waited
   // (it stays queued for the next one).
   virtual void AttemptFailed() = 0;
+  // Runs on another connection's thread, under the connector's lock: whether this connection
+  // has writes acknowledged after the node's flush count `flushed` on a socket the server has
+  // closed, which its own thread may notice only with its next request.
+  virtual bool HoldsWritesOnLostSocket(uint64_t flushed) = 0;
 
  protected:
   ~NbdReconnectClient() = default;
@@ -57,6 +61,8 @@ class NbdConnector {
   void Register(NbdReconnectClient* client);
   // Tells every registered connection but `from` that the server is shutting down.
   void AnnounceServerStopping(NbdReconnectClient* from);
+  // Whether a registered connection but `from` holds writes after `flushed` on a lost socket.
+  bool OthersHoldLostWrites(NbdReconnectClient* from, uint64_t flushed);
 
  private:
   void Loop();

@@ -25,8 +25,10 @@
 #include <vector>
 
 #include "block/open.h"
+#include "export/fuse_uring/kernel_support.h"
 #include "tests/export/export_fixture.h"
 #include "tests/support/nbd_server.h"
+#include "tests/support/threads.h"
 
 namespace bexd::exports::testing {
 namespace {
@@ -612,6 +614,54 @@ TEST_F(NbdServerRestartTest, AFlushAfterALostConnectionReportsUnflushedWrites) {
   const std::vector<uint8_t> bytes = ReadWholeFile(image);
   EXPECT_EQ(Slice(bytes, 0, kBlock), Pattern(kBlock, 0, 7));
   EXPECT_EQ(Slice(bytes, kBlock, kBlock), Pattern(kBlock, 0, 7));
+  EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+}
+
+// The same with one connection per CPU (a multi-conn server, FUSE over io_uring): the writes go
+// on CPU 0's connection and the fsync on CPU 1's. The server is killed while CPU 0's queue is
+// idle, so only CPU 1's connection finds itself lost before the flush; it must see that CPU 0's
+// socket was closed too, with writes the new server never had (nbdkit's memory plugin starts
+// empty).
+TEST_F(NbdServerRestartTest, AFlushOnAnotherConnectionReportsUnflushedWritesOfALostOne) {
+  const FuseUringSupport support = ReadFuseUringSupport();
+  if (!support.enabled) GTEST_SKIP() << support.why_not;
+  const absl::StatusOr<uint32_t> cpus = PossibleCpuCount();
+  const std::vector<int> allowed = bexd::testing::ProcessCpus();
+  if (!cpus.ok() || *cpus < 2 || allowed.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  NbdServer* server = Serve({"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "memory", "16M"});
+  ASSERT_NE(server, nullptr);
+  const std::string mountpoint = MakeMountpoint();
+  std::vector<std::string> args = DaemonArgs(mountpoint, 60, 1);
+  args.back() += ",io-uring=on";
+  Daemon daemon(args);
+  ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+  const int fd = ::open(mountpoint.c_str(), O_RDWR | O_DIRECT);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  auto on_cpu = [](int cpu, auto work) {
+    std::thread thread([&] {
+      ASSERT_TRUE(bexd::testing::PinCallingThread(cpu)) << std::strerror(errno);
+      work();
+    });
+    thread.join();
+  };
+  AlignedBuffer buffer(kBlock);
+  FillPattern(buffer.data, kBlock, 0, 11);
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    on_cpu(allowed[0], [&] {
+      EXPECT_EQ(::pwrite(fd, buffer.data, kBlock, 0), ssize_t(kBlock)) << std::strerror(errno);
+    });
+    server->Kill();
+    ASSERT_TRUE(server->Start()) << server->why_not();
+    on_cpu(allowed[1], [&] {
+      errno = 0;
+      EXPECT_EQ(::fsync(fd), -1) << "the write the killed server took is reported durable";
+      EXPECT_EQ(errno, EIO);
+      // Reported once.
+      EXPECT_EQ(::fsync(fd), 0) << std::strerror(errno);
+    });
+  }
+  ::close(fd);
   EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
 }
 

@@ -68,4 +68,11 @@ int ForbiddenCpu() {
   return cpu;
 }
 
+bool PinCallingThread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return ::sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
 }  // namespace bexd::testing

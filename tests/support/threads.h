@@ -25,4 +25,7 @@ std::vector<int> ProcessCpus();
 // The lowest CPU number this process may not run on.
 int ForbiddenCpu();
 
+// Keeps the calling thread on `cpu` from now on; false if the kernel refused.
+bool PinCallingThread(int cpu);
+
 }  // namespace bexd::testing
