@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "block/io_request.h"
 #include "block/options.h"
@@ -37,6 +38,13 @@ class IoQueue {
   virtual int event_fd() const = 0;
   // Requests submitted and not yet completed.
   virtual uint32_t in_flight() const = 0;
+  // The descriptors whose readiness event_fd() stands for. A queue that waits for its child
+  // queues in an epoll set of its own (qcow2) watches these rather than a child's event_fd():
+  // epoll sets nest at most 4 deep (the kernel's EP_MAX_NESTS), and a backing chain is deeper. By
+  // default event_fd() itself.
+  virtual void AppendWaitFds(std::vector<int>* fds) const {
+    if (event_fd() >= 0) fds->push_back(event_fd());
+  }
   // The memory the caller's request data lives in (a transport's request and reply buffers), for
   // a driver that can map it into the kernel once instead of on every request (io_uring's
   // registered buffers). Regions are disjoint and sorted by address. A hint: drivers that cannot

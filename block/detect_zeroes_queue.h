@@ -22,6 +22,7 @@ class DetectZeroesQueue final : public IoQueue {
   void Submit(IoRequest* request) override;
   void Poll() override { driver_->Poll(); }
   int event_fd() const override { return driver_->event_fd(); }
+  void AppendWaitFds(std::vector<int>* fds) const override { driver_->AppendWaitFds(fds); }
   uint32_t in_flight() const override { return driver_->in_flight(); }
   void UseBuffers(std::span<const struct iovec> regions) override { driver_->UseBuffers(regions); }
   void SetEdgeTriggeredWaiter() override { driver_->SetEdgeTriggeredWaiter(); }

@@ -21,6 +21,7 @@ class RawQueue final : public IoQueue {
   void Poll() override;
   // The child's: every request that needs waiting for is on the child's queue.
   int event_fd() const override { return child_->event_fd(); }
+  void AppendWaitFds(std::vector<int>* fds) const override { child_->AppendWaitFds(fds); }
   uint32_t in_flight() const override { return child_->in_flight() + local_count_; }
   // Data keeps its buffers on the way to the child.
   void UseBuffers(std::span<const struct iovec> regions) override { child_->UseBuffers(regions); }

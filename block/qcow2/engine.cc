@@ -86,11 +86,18 @@ absl::Status Engine::SetUp() {
   if (!file.ok()) return file.status();
   file_queue_ = std::move(*file);
   io_ = std::make_unique<ChildIo>(&scheduler_, file_queue_.get());
-  auto self = Qcow2Queue::Create(image_, nullptr);
-  if (!self.ok()) return self.status();
-  self_ = std::move(*self);
-  absl::Status watched =
-      WatchForReading(epoll_fd_, {wake_fd_, timer_fd_, file_queue_->event_fd(), self_->event_fd()});
+  // Only writes read the image through itself (copy-on-write). A read-only image, such as every
+  // backing file of a chain, has none: its self_ queue, which would open queues on the whole
+  // chain below it, would make a chain of N images cost N*N/2 libaio contexts.
+  if (!image_->read_only) {
+    auto self = Qcow2Queue::Create(image_, nullptr);
+    if (!self.ok()) return self.status();
+    self_ = std::move(*self);
+  }
+  std::vector<int> fds = {wake_fd_, timer_fd_};
+  file_queue_->AppendWaitFds(&fds);
+  if (self_) self_->AppendWaitFds(&fds);
+  absl::Status watched = WatchForReading(epoll_fd_, fds);
   if (!watched.ok()) {
     return absl::Status(watched.code(),
                         fmt::format("node '{}': metadata thread: {}", image_->node_name,
@@ -115,7 +122,7 @@ void Engine::Run(std::promise<absl::Status>* started) {
       TakeIncoming();
       scheduler_.RunReady();
       file_queue_->Poll();
-      self_->Poll();
+      if (self_) self_->Poll();
       CheckGracePeriods();
       if (!scheduler_.idle()) continue;
       if (stop_) break;
@@ -139,7 +146,8 @@ void Engine::Run(std::promise<absl::Status>* started) {
 
 int Engine::PollTimeoutMs() const {
   // Children that complete inside Poll() (no event fd) are polled again at once.
-  if ((file_queue_->event_fd() < 0 && file_queue_->in_flight() > 0) || self_->needs_polling()) {
+  if ((file_queue_->event_fd() < 0 && file_queue_->in_flight() > 0) ||
+      (self_ && self_->needs_polling())) {
     return 0;
   }
   // Grace periods end when queue threads finish requests, which nothing signals: look again

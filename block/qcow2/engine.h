@@ -236,9 +236,10 @@ class Engine {
   Scheduler scheduler_;
   std::unique_ptr<IoQueue> file_queue_;
   std::unique_ptr<ChildIo> io_;
-  std::unique_ptr<Qcow2Queue> self_;  // reads the image as a guest would, for copy-on-write
-  uint32_t active_ = 0;               // coroutines serving requests or trimming the file
-  WaitList idle_;                     // woken when active_ drops to 0
+  // Reads the image as a guest would, for copy-on-write; null for a read-only image.
+  std::unique_ptr<Qcow2Queue> self_;
+  uint32_t active_ = 0;  // coroutines serving requests or trimming the file
+  WaitList idle_;        // woken when active_ drops to 0
 
   // L1 and L2.
   std::vector<uint64_t> l1_disk_;  // what the L1 table on disk holds

@@ -7,7 +7,7 @@
 
 namespace bexd::block::qcow2 {
 
-absl::Status WatchForReading(int epoll_fd, std::initializer_list<int> fds) {
+absl::Status WatchForReading(int epoll_fd, std::span<const int> fds) {
   for (int fd : fds) {
     if (fd < 0) continue;
     struct epoll_event event = {};

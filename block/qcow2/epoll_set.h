@@ -5,12 +5,12 @@
 
 #include <absl/status/status.h>
 
-#include <initializer_list>
+#include <span>
 
 namespace bexd::block::qcow2 {
 
 // Adds every fd that is not negative to `epoll_fd`, level-triggered, for reading.
-absl::Status WatchForReading(int epoll_fd, std::initializer_list<int> fds);
+absl::Status WatchForReading(int epoll_fd, std::span<const int> fds);
 // Makes the watch of `fd` (added by WatchForReading) edge-triggered; false if `fd` is negative or
 // the watch could not be changed.
 bool WatchEdgeTriggered(int epoll_fd, int fd);

@@ -44,8 +44,9 @@ absl::Status Qcow2Queue::Init() {
     if (!backing.ok()) return backing.status();
     backing_ = std::move(*backing);
   }
-  absl::Status watched = WatchForReading(
-      epoll_fd_, {event_fd_, file_->event_fd(), backing_ ? backing_->event_fd() : -1});
+  std::vector<int> fds;
+  AppendWaitFds(&fds);
+  absl::Status watched = WatchForReading(epoll_fd_, fds);
   if (!watched.ok()) {
     return absl::Status(watched.code(), fmt::format("node '{}': {}", image_->node_name,
                                                     std::string(watched.message())));
@@ -84,13 +85,22 @@ Qcow2Queue::~Qcow2Queue() {
   if (event_fd_ >= 0) close(event_fd_);
 }
 
+void Qcow2Queue::AppendWaitFds(std::vector<int>* fds) const {
+  fds->push_back(event_fd_);
+  file_->AppendWaitFds(fds);
+  if (backing_) backing_->AppendWaitFds(fds);
+}
+
 void Qcow2Queue::SetEdgeTriggeredWaiter() {
   for (IoQueue* child : {file_.get(), backing_.get()}) {
-    // A child whose fd stays level-triggered here must keep clearing it, or the set would stay
+    if (child == nullptr) continue;
+    // A child whose fds stay level-triggered here must keep clearing them, or the set would stay
     // readable.
-    if (child != nullptr && WatchEdgeTriggered(epoll_fd_, child->event_fd())) {
-      child->SetEdgeTriggeredWaiter();
-    }
+    std::vector<int> fds;
+    child->AppendWaitFds(&fds);
+    bool all = !fds.empty();
+    for (int fd : fds) all = WatchEdgeTriggered(epoll_fd_, fd) && all;
+    if (all) child->SetEdgeTriggeredWaiter();
   }
 }
 

@@ -51,6 +51,9 @@ class Qcow2Queue final : public IoQueue {
   void Submit(IoRequest* request) override;
   void Poll() override;
   int event_fd() const override { return epoll_fd_; }
+  // Its own eventfd and its children's wait fds, which its epoll set watches (no epoll set of a
+  // child nests in it, however long the backing chain).
+  void AppendWaitFds(std::vector<int>* fds) const override;
   uint32_t in_flight() const override { return in_flight_; }
   // Data clusters are read and written in the caller's buffers; tables, compressed clusters and
   // copy-on-write use the queue's own.
