@@ -29,7 +29,8 @@ bool StillOpen(nbd_handle* handle) {
 }
 
 // The first connection: one attempt, or with open-timeout (QEMU's) attempts until one succeeds or
-// the timeout is over, with the pauses of reconnections between them.
+// the timeout is over, with the pauses of reconnections between them (cut short by the deadline,
+// at which one last attempt runs).
 absl::StatusOr<NbdHandle> ConnectAtOpen(const std::string& node_name, const NbdOptions& options) {
   using std::chrono::steady_clock;
   const steady_clock::time_point deadline =
@@ -44,14 +45,16 @@ absl::StatusOr<NbdHandle> ConnectAtOpen(const std::string& node_name, const NbdO
                                   : std::clamp(left, std::chrono::milliseconds(100),
                                                std::chrono::milliseconds(kNbdConnectTimeout)));
     pause = NextNbdAttemptPause(pause);
-    if (handle.ok() || steady_clock::now() + pause >= deadline) return handle;
+    const steady_clock::time_point now = steady_clock::now();
+    if (handle.ok() || now >= deadline) return handle;
+    const steady_clock::time_point next = std::min(now + pause, deadline);
     static log::RateLimit failed_attempt;
     log::Limited(failed_attempt, log::Level::kInfo,
-                 "node '{}': connecting to NBD server {} failed: {}; next attempt in {} s "
+                 "node '{}': connecting to NBD server {} failed: {}; next attempt in {:.1f} s "
                  "(open-timeout {} s)",
                  node_name, NbdAddress(options), std::string(handle.status().message()),
-                 pause.count(), options.open_timeout);
-    std::this_thread::sleep_for(pause);
+                 std::chrono::duration<double>(next - now).count(), options.open_timeout);
+    std::this_thread::sleep_until(next);
   }
 }
 

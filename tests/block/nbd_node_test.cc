@@ -322,8 +322,9 @@ TEST_P(NbdDataTest, QueuesOnSeveralThreads) {
   EXPECT_EQ(CountConnections(log), GetParam() == Connections::kPerQueue ? kThreads : 1);
 }
 
-// open-timeout (QEMU's): opening keeps trying until a server that starts late is up; without it
-// (or once it is over) the open fails with the connection's error.
+// open-timeout (QEMU's): opening keeps trying until a server that starts late is up, to the end of
+// the timeout (its attempts come 1, 2, 4... s apart, and the last one at the deadline); once it is
+// over the open fails with the connection's error.
 TEST_F(NbdNodeTest, OpenTimeoutKeepsTryingUntilTheServerIsUp) {
   NbdOptions options = Options();
   options.open_timeout = 1;
@@ -331,11 +332,12 @@ TEST_F(NbdNodeTest, OpenTimeoutKeepsTryingUntilTheServerIsUp) {
   ASSERT_FALSE(node.ok());
   EXPECT_EQ(node.status().code(), absl::StatusCode::kUnavailable) << node.status();
 
-  options.open_timeout = 60;
+  // Attempts at 0 and 1 s, then the last one at the deadline, 3 s: the server is up by then.
+  options.open_timeout = 3;
   // The open waits in a helper thread and the server starts from this one: nbdkit ends with the
   // thread that started it (NbdServer::Start).
   std::thread opener([&] { node = Open(options); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
   NbdServer late({"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "memory", std::to_string(kSize)},
                  PidFile(), scratch_.path() + "/server.log", socket_);
   const bool started = late.Start();
