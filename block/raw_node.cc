@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "block/raw_queue.h"
+#include "util/log.h"
 
 namespace bexd::block {
 
@@ -36,18 +37,22 @@ absl::Status RawNode::CheckAgainstChild() const {
         "node '{}': offset {} plus size {} is past the end of its file child '{}' ({} bytes)",
         node_name(), options_.offset, *options_.size, child, child_size));
   }
-  // Requests aligned for this node must stay aligned once shifted, and its end must fall on a
-  // block the child can transfer whole.
+  // Any window works, as in QEMU (a partition at sector 63 of a disk with 4 KiB sectors): the
+  // child serves requests that break its alignment on its slow path (a bounce buffer, whole
+  // blocks). Said once, since then every request through the node takes it.
   const uint32_t alignment = file_->request_alignment();
-  auto misaligned = [&](const char* what, uint64_t value) {
-    return absl::InvalidArgumentError(
-        fmt::format("node '{}': {} {} is not a multiple of {}, the direct I/O alignment of its "
-                    "file child '{}'",
-                    node_name(), what, value, alignment, child));
-  };
-  if (options_.offset % alignment != 0) return misaligned("offset", options_.offset);
-  if (options_.size && *options_.size % alignment != 0) return misaligned("size", *options_.size);
+  if (options_.offset % alignment != 0 || (options_.size && *options_.size % alignment != 0)) {
+    log::Info(
+        "node '{}': offset {} or size {} is not a multiple of {}, the request alignment of its "
+        "file child '{}': requests through it are bounced through whole blocks there",
+        node_name(), options_.offset, options_.size.value_or(size()), alignment, child);
+  }
   return absl::OkStatus();
+}
+
+uint32_t RawNode::request_alignment() const {
+  const uint32_t alignment = file_->request_alignment();
+  return options_.offset % alignment == 0 ? alignment : 1;
 }
 
 std::optional<HostFile> RawNode::host_file() const {

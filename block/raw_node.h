@@ -29,7 +29,8 @@ class RawNode final : public BlockNode, public std::enable_shared_from_this<RawN
   uint64_t size() const override;
   // The graph refuses a writable node over a read-only child; this holds without the graph too.
   bool read_only() const override { return read_only_ || file_->read_only(); }
-  uint32_t request_alignment() const override { return file_->request_alignment(); }
+  // The child's, unless the offset breaks it (then no alignment here keeps the child's fast path).
+  uint32_t request_alignment() const override;
   // The child's, less what this node's options take away: discard=ignore drops discards, and a
   // fixed size (or read-only) cannot change.
   Capabilities capabilities() const override;
