@@ -390,12 +390,28 @@ int64_t NbdConnection::Outcome(IoRequest* request) const {
       }
       // A server must describe at least one extent of a non-empty range, here from the start
       // of the block holding the offset.
-      const uint64_t before = request->offset - AlignDown(request->offset, MinBlock());
-      if (!state->extent_seen || state->extent_length <= before) return -EIO;
+      if (!state->extent_seen) return -EIO;
+      uint64_t extent = state->extent_length;
+      uint32_t flags = state->extent_flags;
+      // Extents must be whole blocks, but some servers describe finer ones (a file plugin over
+      // a file system of 1 KiB blocks): cut a longer one back to whole blocks, and call a shorter
+      // one a whole block of data, which is always safe. Otherwise the next query would start
+      // inside the block and find the same boundary again.
+      const uint32_t block = MinBlock();
+      if (extent % block != 0) {
+        if (extent > block) {
+          extent = AlignDown(extent, block);
+        } else {
+          extent = block;
+          flags = 0;
+        }
+      }
+      const uint64_t before = request->offset - AlignDown(request->offset, block);
+      if (extent <= before) return -EIO;
       // A hole reads as zeroes only when the server says so too.
       const uint32_t hole = LIBNBD_STATE_HOLE | LIBNBD_STATE_ZERO;
-      request->status_data = (state->extent_flags & hole) != hole;
-      return static_cast<int64_t>(std::min<uint64_t>(state->extent_length - before, length));
+      request->status_data = (flags & hole) != hole;
+      return static_cast<int64_t>(std::min<uint64_t>(extent - before, length));
     }
     default:
       return static_cast<int64_t>(request->length);

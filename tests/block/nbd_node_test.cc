@@ -459,6 +459,42 @@ INSTANTIATE_TEST_SUITE_P(Connections, NbdDataTest,
                          ::testing::Values(Connections::kPerQueue, Connections::kShared),
                          [](const auto& info) { return ModeName(info.param); });
 
+// A server with a 4 KiB minimum block size that describes finer extents (nbdkit's file plugin does
+// over a file system of 1 KiB blocks; here its extentlist filter): data at 69900..70200 sits in
+// the block at 69632. Block status answers at block granularity, as QEMU's does: no EIO for a
+// query inside that block, and the block is data.
+TEST_F(NbdNodeTest, ExtentsFinerThanTheMinimumBlockSizeAnswerInWholeBlocks) {
+  const std::string list = scratch_.path() + "/extents";
+  {
+    std::ofstream out(list);
+    out << "0 69900 hole,zero\n69900 300\n70200 " << kSize - 70200 << " hole,zero\n";
+  }
+  ASSERT_NE(
+      StartNbdkit({"--filter=blocksize-policy", "--filter=extentlist", "file", image_,
+                   "extentlist=" + list, "blocksize-minimum=4096", "blocksize-error-policy=error"}),
+      nullptr);
+  auto node = OpenOrFail(Options());
+  ASSERT_NE(node, nullptr);
+  auto queue = Queue(*node);
+  ASSERT_NE(queue, nullptr);
+  bool data = true;
+  // The hole up to the block of the data, cut back to whole blocks.
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 0, kSize, nullptr, 0, 0, &data), 69632);
+  EXPECT_FALSE(data);
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 65536, kSize, nullptr, 0, 0, &data), 4096);
+  EXPECT_FALSE(data);
+  // The block holding the data is data as a whole, from wherever in it the query starts.
+  for (uint64_t offset : {uint64_t{69632}, uint64_t{69900}, uint64_t{70000}}) {
+    SCOPED_TRACE(offset);
+    EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, offset, kSize, nullptr, 0, 0, &data),
+              int64_t(73728 - offset));
+    EXPECT_TRUE(data);
+  }
+  EXPECT_EQ(RunOne(*queue, IoOp::kBlockStatus, 73728, kSize, nullptr, 0, 0, &data),
+            int64_t(kSize - 73728));
+  EXPECT_FALSE(data);
+}
+
 // nbdkit's file plugin answers block status from SEEK_DATA/SEEK_HOLE in the (sparse) image,
 // trims by punching holes and writes zeroes with fallocate.
 TEST_F(NbdNodeTest, TrimWriteZeroesAndBlockStatus) {
