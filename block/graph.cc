@@ -2,12 +2,14 @@
 #include "block/graph.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <random>
 
 #include "block/open.h"
 #include "util/log.h"
+#include "util/status.h"
 
 namespace bexd::block {
 
@@ -72,11 +74,23 @@ absl::StatusOr<std::string> BlockGraph::Open(const BlockdevOptions& options, boo
         ImageBackingOptions(options, open_children.file);
     if (!from_image.ok()) return from_image.status();
     if (*from_image) {
+      const std::string backing_file =
+          std::get<FileOptions>((*from_image)->file->options->driver).filename;
+      absl::Status loop = EnterImageChain(open_children.file->filename(), backing_file);
+      if (!loop.ok()) {
+        return util::AnnotateStatus(fmt::format("node '{}'", named.node_name), loop);
+      }
       ChildRef ref{.kind = ChildRef::Kind::kInline,
                    .options = std::make_shared<BlockdevOptions>(**std::move(from_image))};
       absl::StatusOr<std::shared_ptr<BlockNode>> backing =
           OpenChild(named, ref, "backing", &children, opened);
-      if (!backing.ok()) return backing.status();
+      image_chain_.pop_back();
+      if (!backing.ok()) {
+        // QEMU's words first: the inner error names an automatic node the user never gave.
+        return util::AnnotateStatus(fmt::format("node '{}': Could not open backing file '{}'",
+                                                named.node_name, backing_file),
+                                    backing.status());
+      }
       open_children.backing = *std::move(backing);
     }
   }
@@ -101,6 +115,25 @@ absl::StatusOr<std::string> BlockGraph::Open(const BlockdevOptions& options, boo
       .node = *std::move(node), .children = std::move(children), .monitor_owned = monitor_owned});
   opened->push_back(named.node_name);
   return named.node_name;
+}
+
+absl::Status BlockGraph::EnterImageChain(const std::string& image, const std::string& backing) {
+  auto identity = [](const std::string& path) -> std::pair<dev_t, ino_t> {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return {0, 0};  // the open then says why
+    return {st.st_dev, st.st_ino};
+  };
+  image_chain_.push_back(identity(image));
+  const std::pair<dev_t, ino_t> next = identity(backing);
+  if (next != std::pair<dev_t, ino_t>{0, 0} &&
+      std::find(image_chain_.begin(), image_chain_.end(), next) != image_chain_.end()) {
+    image_chain_.pop_back();
+    return absl::InvalidArgumentError(fmt::format(
+        "backing file '{}' is already in the backing chain above it: the images' backing files "
+        "form a loop",
+        backing));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<BlockNode>> BlockGraph::OpenChild(const BlockdevOptions& parent,

@@ -8,12 +8,14 @@
 
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <list>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "block/block_node.h"
@@ -92,6 +94,10 @@ class BlockGraph {
                                                        std::vector<Child>* children,
                                                        std::vector<std::string>* opened);
   std::string AutoName();
+  // Notes `image` as being opened with its backing chain from the headers, and refuses a
+  // `backing` file that is already in that chain (an image naming itself, a -> b -> a), which
+  // would open forever. On success the caller pops image_chain_ once the backing child is open.
+  absl::Status EnterImageChain(const std::string& image, const std::string& backing);
 
   // graph_permissions.cc. One user of a node: a parent's edge or an export.
   struct Use {
@@ -116,6 +122,8 @@ class BlockGraph {
 
   std::list<Entry> entries_;
   uint64_t auto_names_ = 0;
+  // The images whose backing chains are being opened from their headers, outermost first.
+  std::vector<std::pair<dev_t, ino_t>> image_chain_;
 };
 
 }  // namespace bexd::block

@@ -201,6 +201,47 @@ TEST_F(GraphTest, Qcow2BackingChainFromTheHeadersOpensReadOnlyAndShared) {
   EXPECT_TRUE(CanOpen(dir + "/sub/base.raw", /*read_only=*/false));
 }
 
+// Headers whose backing files come back to an image already in the chain (one naming itself,
+// a -> b -> a) would open forever; they are refused, as qemu-img calls them an infinite loop. A
+// backing file that is missing is named, with the node that wanted it.
+TEST_F(GraphTest, BackingFilesThatLoopOrAreMissingAreRefused) {
+  const std::string dir = dir_.path();
+  ASSERT_EQ(
+      std::system(("cd " + dir +
+                   " && qemu-img create -q -f qcow2 self.qcow2 4M"
+                   " && qemu-img rebase -q -u -b self.qcow2 -F qcow2 self.qcow2"
+                   " && qemu-img create -q -f qcow2 a.qcow2 4M"
+                   " && qemu-img create -q -f qcow2 -b a.qcow2 -F qcow2 b.qcow2"
+                   " && qemu-img rebase -q -u -b b.qcow2 -F qcow2 a.qcow2"
+                   " && qemu-img create -q -f qcow2 -b gone.qcow2 -F qcow2 -u orphan.qcow2 4M")
+                      .c_str()),
+      0);
+  auto open = [&](const std::string& name) {
+    BlockdevOptions qcow2;
+    qcow2.node_name = "fmt0";
+    qcow2.read_only = true;
+    qcow2.driver = Qcow2Options{};
+    qcow2.file = Inline(FileNodeOptions(dir + "/" + name, "", /*read_only=*/true));
+    return Message(graph_.Add(qcow2));
+  };
+  EXPECT_EQ(open("self.qcow2"), "node 'fmt0': backing file '" + dir +
+                                    "/self.qcow2' is already in the backing chain above it: the "
+                                    "images' backing files form a loop");
+  const std::string loop = open("a.qcow2");
+  EXPECT_TRUE(loop.starts_with("node 'fmt0': Could not open backing file '" + dir + "/b.qcow2'"))
+      << loop;
+  EXPECT_TRUE(loop.ends_with("backing file '" + dir +
+                             "/a.qcow2' is already in the backing chain above it: the images' "
+                             "backing files form a loop"))
+      << loop;
+  const std::string orphan = open("orphan.qcow2");
+  EXPECT_TRUE(
+      orphan.starts_with("node 'fmt0': Could not open backing file '" + dir + "/gone.qcow2': "))
+      << orphan;
+  EXPECT_TRUE(orphan.ends_with("No such file or directory")) << orphan;
+  EXPECT_TRUE(graph_.entries().empty());
+}
+
 TEST_F(GraphTest, AnExportedInlineChildOutlivesItsParent) {
   BlockdevOptions child = FileNodeOptions(image_, "proto0");
   ASSERT_TRUE(graph_.Add(RawOver(Inline(child), "fmt0")).ok());
