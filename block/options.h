@@ -9,6 +9,8 @@
 #include <variant>
 #include <vector>
 
+#include "block/objects.h"
+
 namespace bexd::block {
 
 struct NullOptions {
@@ -100,6 +102,11 @@ struct NbdOptions {
   uint32_t reconnect_delay = 0;
   // Seconds that opening the node keeps trying to connect (0: one attempt), as QEMU's.
   uint32_t open_timeout = 0;
+  std::string tls_creds;     // id of a TLS credentials object; empty: no TLS
+  std::string tls_hostname;  // the name the server's certificate must carry (QEMU's)
+  // The credentials tls_creds names, looked up when the node opens: the node keeps them for its
+  // later connections, so deleting the object changes no open node (QEMU keeps a reference).
+  std::optional<TlsCredentials> tls;
   bool operator==(const NbdOptions&) const = default;
 };
 

@@ -97,9 +97,14 @@ int Serve(const CommandLine& command_line, const DemoPaths* demo) {
   daemon.set_export_ended_callback(
       [&loop, &daemon] { loop.Post([&daemon] { daemon.RemoveEndedExports(); }); });
 
-  // Before any node: drivers look up the secrets their options name when they open.
+  // Before any node: drivers look up the secrets and credentials their options name when they
+  // open.
   for (const SecretObject& secret : config.secrets) {
     absl::Status status = daemon.AddSecret(secret.id, secret.value);
+    if (!status.ok()) return fail(status);
+  }
+  for (const TlsCredsObject& creds : config.tls_creds) {
+    absl::Status status = daemon.AddTlsCredentials(creds.id, creds.credentials);
     if (!status.ok()) return fail(status);
   }
   for (const block::BlockdevOptions& options : config.blockdevs) {

@@ -19,6 +19,11 @@ namespace bexd::block {
   X(nbd_set_export_name) \
   X(nbd_set_pread_initialize) \
   X(nbd_add_meta_context) \
+  X(nbd_set_tls) \
+  X(nbd_set_tls_certificates) \
+  X(nbd_set_tls_verify_peer) \
+  X(nbd_set_tls_psk_file) \
+  X(nbd_set_tls_username) \
   X(nbd_aio_connect_tcp) \
   X(nbd_aio_connect_unix) \
   X(nbd_aio_disconnect) \

@@ -19,6 +19,19 @@ std::string LastError(std::string_view fallback) {
   return error != nullptr && *error != '\0' ? std::string(error) : std::string(fallback);
 }
 
+// TLS required (a server that does not offer it is refused, as QEMU with tls-creds), with the
+// credentials' files.
+bool SetUpTls(nbd_handle* h, const TlsCredentials& tls) {
+  if (Nbd().nbd_set_tls(h, LIBNBD_TLS_REQUIRE) == -1) return false;
+  if (tls.kind == TlsCredentials::Kind::kPsk) {
+    const std::string keys = tls.dir + "/keys.psk";
+    return Nbd().nbd_set_tls_psk_file(h, keys.c_str()) != -1 &&
+           Nbd().nbd_set_tls_username(h, tls.username.c_str()) != -1;
+  }
+  return Nbd().nbd_set_tls_certificates(h, tls.dir.c_str()) != -1 &&
+         Nbd().nbd_set_tls_verify_peer(h, tls.verify_peer) != -1;
+}
+
 }  // namespace
 
 bool NbdHandleEnded(nbd_handle* handle) {
@@ -78,6 +91,9 @@ absl::StatusOr<NbdHandle> ConnectNbd(const NbdOptions& options, int cancel_fd,
       Nbd().nbd_add_meta_context(h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1 ||
       Nbd().nbd_set_pread_initialize(h, false) == -1) {
     return absl::InternalError(LastError("cannot set up the libnbd handle"));
+  }
+  if (options.tls.has_value() && !SetUpTls(h, *options.tls)) {
+    return absl::FailedPreconditionError(LastError("cannot set up TLS"));
   }
   const int started =
       options.transport == NbdOptions::Transport::kUnix

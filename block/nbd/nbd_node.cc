@@ -58,6 +58,36 @@ absl::StatusOr<NbdHandle> ConnectAtOpen(const std::string& node_name, const NbdO
   }
 }
 
+// Looks up the TLS credentials that tls-creds names, with QEMU's checks, into options->tls.
+absl::Status ResolveTls(NbdOptions* options) {
+  if (options->tls_creds.empty()) return absl::OkStatus();
+  absl::StatusOr<TlsCredentials> credentials = LookupTlsCredentials(options->tls_creds);
+  if (!credentials.ok()) return credentials.status();
+  if (!credentials->client) {
+    return absl::InvalidArgumentError("Expecting TLS credentials with a client endpoint");
+  }
+  const bool names_checked =
+      credentials->kind == TlsCredentials::Kind::kX509 && credentials->verify_peer;
+  if (names_checked && !options->tls_hostname.empty()) {
+    // libnbd has no call to name another host (Debian 12's 1.14): it checks the name it
+    // connected to, and none over a unix socket. A tls-hostname it would not check is refused.
+    if (options->transport == NbdOptions::Transport::kUnix) {
+      return absl::InvalidArgumentError(
+          fmt::format("tls-hostname '{}': over a unix socket libnbd checks no name in the server's "
+                      "certificate (only that a trusted CA signed it); leave tls-hostname out",
+                      options->tls_hostname));
+    }
+    if (options->tls_hostname != options->host) {
+      return absl::InvalidArgumentError(
+          fmt::format("tls-hostname '{}': libnbd checks the server's certificate for the name it "
+                      "connects to, server.host '{}'; connect to '{}' instead",
+                      options->tls_hostname, options->host, options->tls_hostname));
+    }
+  }
+  options->tls = *std::move(credentials);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 NbdNode::NbdNode(std::string node_name, const NbdOptions& options, const NbdServerInfo& opened,
@@ -73,9 +103,14 @@ NbdNode::NbdNode(std::string node_name, const NbdOptions& options, const NbdServ
 NbdNode::~NbdNode() = default;
 
 absl::StatusOr<std::shared_ptr<NbdNode>> NbdNode::Open(std::string node_name,
-                                                       const NbdOptions& options, bool read_only) {
+                                                       const NbdOptions& given, bool read_only) {
   if (absl::Status loaded = LoadNbdApi(); !loaded.ok()) {
     return util::AnnotateStatus(fmt::format("node '{}'", node_name), loaded);
+  }
+  NbdOptions options = given;
+  if (absl::Status tls = ResolveTls(&options); !tls.ok()) {
+    return util::AnnotateStatus(
+        fmt::format("node '{}': tls-creds '{}'", node_name, given.tls_creds), tls);
   }
   const std::string address = NbdAddress(options);
   absl::StatusOr<NbdHandle> handle = ConnectAtOpen(node_name, options);

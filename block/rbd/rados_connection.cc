@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "block/rbd/rbd_api.h"
-#include "block/rbd/secret_store.h"
+#include "block/objects.h"
 
 namespace bexd::block {
 namespace {

@@ -162,14 +162,10 @@ block::NbdOptions ReadNbdOptions(OptionReader& reader) {
     server.Fail("type", "'" + type + "' is not supported by bexd (supported: inet, unix)");
   }
   reader.String("export", &nbd.export_name);
-  for (const char* tls : {"tls-creds", "tls-hostname"}) {
-    std::string value;
-    reader.String(tls, &value);
-    if (reader.Has(tls)) {
-      reader.Fail(tls,
-                  "TLS is not supported by bexd's nbd driver yet; connect without it (over a "
-                  "unix socket or a private network)");
-    }
+  reader.String("tls-creds", &nbd.tls_creds);
+  reader.String("tls-hostname", &nbd.tls_hostname);
+  if (reader.ok() && reader.Has("tls-hostname") && nbd.tls_creds.empty()) {
+    reader.Fail("tls-hostname", "needs tls-creds (a name to check the server's certificate for)");
   }
   if (reader.Value("x-dirty-bitmap") != nullptr) {
     reader.Fail("x-dirty-bitmap",

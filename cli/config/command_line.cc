@@ -185,7 +185,8 @@ Options take QEMU's key=value syntax or a JSON object.
              [,pass-discard-other=on|off][,discard=...]   (docs/qcow2.md)
   --blockdev driver=nbd,node-name=NAME,server.type=unix,server.path=SOCKET[,export=NAME]
   --blockdev driver=nbd,node-name=NAME,server.type=inet,server.host=HOST,server.port=PORT
-             [,export=NAME][,reconnect-delay=SECONDS][,open-timeout=SECONDS][,discard=...]
+             [,export=NAME][,reconnect-delay=SECONDS][,open-timeout=SECONDS][,tls-creds=ID]
+             [,discard=...]
   --blockdev driver=rbd,node-name=NAME,pool=POOL,image=IMAGE[,namespace=NS][,snapshot=SNAP]
              [,conf=CEPH.CONF][,user=ID][,key-secret=SECRET][,auth-client-required.0=cephx]
              [,server.0.host=HOST,server.0.port=PORT][,cache.direct=on|off][,discard=...]
@@ -206,6 +207,9 @@ Options take QEMU's key=value syntax or a JSON object.
   --object secret,id=ID,file=PATH[,format=raw|base64]
                                 a secret other options name (rbd's key-secret); data=TEXT
                                 works too, but shows the secret to every local user
+  --object tls-creds-x509,id=ID,dir=DIR[,verify-peer=on|off]
+  --object tls-creds-psk,id=ID,dir=DIR[,username=NAME]
+                                TLS credentials for nbd's tls-creds (QEMU's files in DIR)
   --chardev socket,id=ID,path=SOCKET,server=on,wait=off
   --chardev socket,id=ID,fd=N,server=on   a listening unix socket passed as descriptor N
   --chardev stdio,id=ID                    QMP over stdin and stdout

@@ -27,13 +27,22 @@ absl::Status DaemonConfig::AddObject(const json& object, Syntax syntax, const st
     return std::any_of(iothreads.begin(), iothreads.end(),
                        [&](const IothreadObject& iothread) { return iothread.id == id; }) ||
            std::any_of(secrets.begin(), secrets.end(),
-                       [&](const SecretObject& secret) { return secret.id == id; });
+                       [&](const SecretObject& secret) { return secret.id == id; }) ||
+           std::any_of(tls_creds.begin(), tls_creds.end(),
+                       [&](const TlsCredsObject& creds) { return creds.id == id; });
   };
   if (object.is_object() && object.value("qom-type", json()) == "secret") {
     absl::StatusOr<SecretObject> secret = ParseSecretObject(object, syntax, path);
     if (!secret.ok()) return secret.status();
     if (taken(secret->id)) return DuplicateId(path, secret->id);
     secrets.push_back(*std::move(secret));
+    return absl::OkStatus();
+  }
+  if (object.is_object() && IsTlsCredsType(object.value("qom-type", std::string()))) {
+    absl::StatusOr<TlsCredsObject> creds = ParseTlsCredsObject(object, syntax, path);
+    if (!creds.ok()) return creds.status();
+    if (taken(creds->id)) return DuplicateId(path, creds->id);
+    tls_creds.push_back(*std::move(creds));
     return absl::OkStatus();
   }
   absl::StatusOr<IothreadObject> iothread = ParseIothreadObject(object, syntax, path);

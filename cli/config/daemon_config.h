@@ -14,12 +14,14 @@
 #include "cli/config/export_schema.h"
 #include "cli/config/option_reader.h"
 #include "cli/config/secret_object.h"
+#include "cli/config/tls_creds_object.h"
 
 namespace bexd::cli {
 
 struct DaemonConfig {
   std::vector<IothreadObject> iothreads;  // --object iothread
   std::vector<SecretObject> secrets;      // --object secret
+  std::vector<TlsCredsObject> tls_creds;  // --object tls-creds-x509, tls-creds-psk
   std::vector<block::BlockdevOptions> blockdevs;
   std::vector<ExportSpec> exports;
   std::vector<ChardevSpec> chardevs;

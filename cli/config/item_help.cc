@@ -73,7 +73,8 @@ std::string PropertyList(std::string_view type, std::span<const Property> proper
 // What `--object TYPE,...` takes besides qom-type and id, sorted by name as QEMU prints them.
 // bexd's iothread objects are names for export queues only (usage.md): their properties are
 // QEMU's, kept for query-iothreads.
-constexpr std::string_view kObjectTypes[] = {"iothread", "secret"};
+constexpr std::string_view kObjectTypes[] = {"iothread", "secret", "tls-creds-psk",
+                                             "tls-creds-x509"};
 constexpr Property kIothreadProperties[] = {
     {"aio-max-batch", "int", "kept for query-iothreads; no effect in bexd"},
     {"poll-grow", "int", "kept for query-iothreads; no effect in bexd"},
@@ -88,9 +89,23 @@ constexpr Property kSecretProperties[] = {
     {"format", "QCryptoSecretFormat", "raw or base64 (default: raw)"},
 };
 
+constexpr Property kTlsX509Properties[] = {
+    {"dir", "string", "ca-cert.pem, and client-cert.pem with client-key.pem if the server asks"},
+    {"endpoint", "QCryptoTLSCredsEndpoint", "client (default) or server"},
+    {"sanity-check", "bool", "accepted; bexd checks the files when the object is created"},
+    {"verify-peer", "bool", "check the server's certificate (default: on)"},
+};
+constexpr Property kTlsPskProperties[] = {
+    {"dir", "string", "keys.psk: lines of username:hex-key"},
+    {"endpoint", "QCryptoTLSCredsEndpoint", "client (default) or server"},
+    {"username", "string", "the key's name in keys.psk (default: qemu)"},
+};
+
 std::string ObjectHelp(std::string_view type) {
   if (type == "iothread") return PropertyList(type, kIothreadProperties);
   if (type == "secret") return PropertyList(type, kSecretProperties);
+  if (type == "tls-creds-x509") return PropertyList(type, kTlsX509Properties);
+  if (type == "tls-creds-psk") return PropertyList(type, kTlsPskProperties);
   return List("List of user creatable objects:", kObjectTypes);
 }
 

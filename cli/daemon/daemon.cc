@@ -10,7 +10,7 @@
 #include <thread>
 #include <variant>
 
-#include "block/rbd/secret_store.h"
+#include "block/objects.h"
 #include "cli/daemon/block_query.h"
 #include "export/start.h"
 #include "util/log.h"
@@ -311,7 +311,7 @@ std::vector<IothreadObject>::const_iterator Daemon::FindIothread(std::string_vie
 bool Daemon::HasIothread(std::string_view id) const { return FindIothread(id) != iothreads_.end(); }
 
 bool Daemon::HasObject(std::string_view id) const {
-  return HasIothread(id) || block::LookupSecret(id).ok();
+  return HasIothread(id) || block::HasObject(id);
 }
 
 absl::Status Daemon::AddIothread(IothreadObject iothread) {
@@ -325,13 +325,17 @@ absl::Status Daemon::AddSecret(const std::string& id, std::string value) {
   return block::AddSecret(id, std::move(value));
 }
 
+absl::Status Daemon::AddTlsCredentials(const std::string& id, block::TlsCredentials credentials) {
+  if (HasObject(id)) return DuplicateObject(id);
+  return block::AddTlsCredentials(id, std::move(credentials));
+}
+
 absl::Status Daemon::DeleteObject(std::string_view id) {
   auto it = FindIothread(id);
   if (it == iothreads_.end()) {
-    if (!block::LookupSecret(id).ok()) {
+    if (!block::RemoveObject(id)) {
       return absl::NotFoundError(fmt::format("object '{}' not found", id));
     }
-    block::RemoveSecret(id);
     return absl::OkStatus();
   }
   for (const LiveExport& live : exports_) {

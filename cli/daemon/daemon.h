@@ -20,6 +20,7 @@
 
 #include "block/block_node.h"
 #include "block/graph.h"
+#include "block/objects.h"
 #include "block/options.h"
 #include "cli/config/control_schema.h"
 #include "cli/config/export_schema.h"
@@ -47,11 +48,11 @@ class Daemon {
 
   // object-add/object-del, with one namespace of ids for every type as QEMU's /objects. An
   // iothread is a name exports may give as iothread=; deleting one that a running export names is
-  // refused (QEMU would let it go). A secret goes to the process's table
-  // (block/rbd/secret_store.h), which drivers read when a node opens, so deleting it changes no
-  // open node.
+  // refused (QEMU would let it go). Secrets and TLS credentials go to the process's table
+  // (block/objects.h), which drivers read when a node opens, so deleting one changes no open node.
   absl::Status AddIothread(IothreadObject iothread);
   absl::Status AddSecret(const std::string& id, std::string value);
+  absl::Status AddTlsCredentials(const std::string& id, block::TlsCredentials credentials);
   absl::Status DeleteObject(std::string_view id);
   const std::vector<IothreadObject>& iothreads() const { return iothreads_; }
 

@@ -17,6 +17,7 @@
 #include "cli/config/json_text.h"
 #include "cli/config/option_reader.h"
 #include "cli/config/secret_object.h"
+#include "cli/config/tls_creds_object.h"
 #include "cli/daemon/qmp_schema.h"
 
 namespace bexd::cli {
@@ -105,6 +106,10 @@ absl::StatusOr<json> ObjectAdd(Daemon& daemon, const json& arguments) {
     // A node opened later may name it (rbd's key-secret); open nodes read theirs already.
     absl::StatusOr<SecretObject> secret = ParseSecretObject(arguments, Syntax::kJson);
     status = secret.ok() ? daemon.AddSecret(secret->id, std::move(secret->value)) : secret.status();
+  } else if (arguments.is_object() && IsTlsCredsType(arguments.value("qom-type", std::string()))) {
+    absl::StatusOr<TlsCredsObject> creds = ParseTlsCredsObject(arguments, Syntax::kJson);
+    status = creds.ok() ? daemon.AddTlsCredentials(creds->id, std::move(creds->credentials))
+                        : creds.status();
   } else {
     absl::StatusOr<IothreadObject> iothread = ParseIothreadObject(arguments, Syntax::kJson);
     status = iothread.ok() ? daemon.AddIothread(*std::move(iothread)) : iothread.status();

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "block/open.h"
-#include "block/rbd/secret_store.h"
+#include "block/objects.h"
 #include "tests/block/file_fixture.h"
 #include "tests/block/queue_runner.h"
 #include "tests/support/ceph_cluster.h"
@@ -377,8 +377,8 @@ TEST_F(RbdNodeTest, CephxKeyComesFromASecret) {
     EXPECT_EQ(WriteAt(*queue, data.data(), data.size(), 0), 4096);
     EXPECT_EQ(RunOne(*queue, IoOp::kFlush, 0, 0), 0);
   }
-  RemoveSecret("bexd-key");
-  RemoveSecret("bexd-key-text");
+  RemoveObject("bexd-key");
+  RemoveObject("bexd-key-text");
 }
 
 // An OSD that stops answering: requests fail with EIO after rados_osd_op_timeout (5 s here) and
@@ -432,7 +432,7 @@ TEST_F(RbdNodeTest, ServerListNamesTheMonitors) {
   std::shared_ptr<BlockNode> node = OpenOrFail(options, true);
   ASSERT_NE(node, nullptr);
   EXPECT_EQ(node->size(), kMiB);
-  RemoveSecret("admin-key");
+  RemoveObject("admin-key");
 }
 
 }  // namespace

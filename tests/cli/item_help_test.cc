@@ -21,7 +21,8 @@ using bexd::testing::RunBexd;
 using bexd::testing::RunResult;
 using bexd::testing::TempDir;
 
-constexpr char kObjects[] = "List of user creatable objects:\n  iothread\n  secret\n";
+constexpr char kObjects[] =
+    "List of user creatable objects:\n  iothread\n  secret\n  tls-creds-psk\n  tls-creds-x509\n";
 constexpr char kDrivers[] =
     "Available block drivers:\n  file\n  host_device\n  nbd\n  null-co\n  qcow2\n  raw\n  rbd\n";
 constexpr char kExports[] = "Available export types:\n  fuse\n  vhost-user-fs\n";

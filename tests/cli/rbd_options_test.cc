@@ -14,17 +14,12 @@
 #include "cli/config/keyval.h"
 #include "cli/config/secret_object.h"
 #include "tests/cli/bexd_process.h"
+#include "tests/cli/keyval_json.h"
 
 namespace bexd::cli {
 namespace {
 
 using nlohmann::json;
-
-json Keyval(std::string_view text, std::string_view implied = {}) {
-  absl::StatusOr<json> parsed = ParseKeyval(text, implied);
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  return parsed.ok() ? *parsed : json::object();
-}
 
 json Json(std::string_view text) {
   absl::StatusOr<json> parsed = ParseJsonText(text);

@@ -12,17 +12,12 @@
 #include "cli/config/json_text.h"
 #include "cli/config/keyval.h"
 #include "tests/cli/bexd_process.h"
+#include "tests/cli/keyval_json.h"
 
 namespace bexd::cli {
 namespace {
 
 using nlohmann::json;
-
-json Keyval(std::string_view text, std::string_view implied = {}) {
-  absl::StatusOr<json> parsed = ParseKeyval(text, implied);
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  return parsed.ok() ? *parsed : json::object();
-}
 
 std::string BlockdevError(const json& object, Syntax syntax, const std::string& path = "") {
   absl::StatusOr<block::BlockdevOptions> options = ParseBlockdevOptions(object, syntax, path);
@@ -262,11 +257,12 @@ TEST(BlockdevSchemaTest, JsonIsStrictlyTyped) {
 }
 
 // QEMU's BlockdevOptionsNbd: the server as a SocketAddress, the export, reconnect-delay,
-// open-timeout.
+// open-timeout, tls-creds, tls-hostname.
 TEST(BlockdevSchemaTest, NbdAsQemuWritesIt) {
   absl::StatusOr<block::BlockdevOptions> inet = ParseBlockdevOptions(
       Keyval("driver=nbd,node-name=n0,server.type=inet,server.host=10.0.0.1,server.port=10809,"
-             "export=disk,reconnect-delay=30,open-timeout=5"),
+             "export=disk,reconnect-delay=30,open-timeout=5,tls-creds=tls0,"
+             "tls-hostname=nbd.example"),
       Syntax::kKeyval);
   ASSERT_TRUE(inet.ok()) << inet.status();
   const auto& nbd = std::get<block::NbdOptions>(inet->driver);
@@ -276,6 +272,9 @@ TEST(BlockdevSchemaTest, NbdAsQemuWritesIt) {
   EXPECT_EQ(nbd.export_name, "disk");
   EXPECT_EQ(nbd.reconnect_delay, 30u);
   EXPECT_EQ(nbd.open_timeout, 5u);
+  EXPECT_EQ(nbd.tls_creds, "tls0");
+  EXPECT_EQ(nbd.tls_hostname, "nbd.example");
+  EXPECT_FALSE(nbd.tls.has_value()) << "the credentials are looked up when the node opens";
 
   absl::StatusOr<block::BlockdevOptions> unix_socket =
       ParseBlockdevOptions(json{{"driver", "nbd"},
@@ -289,6 +288,7 @@ TEST(BlockdevSchemaTest, NbdAsQemuWritesIt) {
   EXPECT_EQ(local.export_name, "");
   EXPECT_EQ(local.reconnect_delay, 0u);
   EXPECT_EQ(local.open_timeout, 0u);
+  EXPECT_EQ(local.tls_creds, "");
 }
 
 TEST(BlockdevSchemaTest, NbdErrors) {
@@ -300,11 +300,6 @@ TEST(BlockdevSchemaTest, NbdErrors) {
   EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=vsock,server.cid=3"),
                           Syntax::kKeyval),
             "server.type: 'vsock' is not supported by bexd (supported: inet, unix)");
-  EXPECT_EQ(
-      BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,tls-creds=t0"),
-                    Syntax::kKeyval),
-      "tls-creds: TLS is not supported by bexd's nbd driver yet; connect without it (over a unix "
-      "socket or a private network)");
   EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
                                  "reconnect-delay=-1"),
                           Syntax::kKeyval),
@@ -312,8 +307,7 @@ TEST(BlockdevSchemaTest, NbdErrors) {
   EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
                                  "tls-hostname=h"),
                           Syntax::kKeyval),
-            "tls-hostname: TLS is not supported by bexd's nbd driver yet; connect without it (over "
-            "a unix socket or a private network)");
+            "tls-hostname: needs tls-creds (a name to check the server's certificate for)");
   EXPECT_EQ(BlockdevError(Keyval("driver=nbd,node-name=n0,server.type=unix,server.path=/s,"
                                  "x-dirty-bitmap=qemu:dirty-bitmap:b0"),
                           Syntax::kKeyval),

@@ -42,6 +42,20 @@ TEST_F(ControlTest, IothreadObjectsAreAddedAndDeletedAtRunTime) {
   }
   reply = client->Execute("object-add", {{"qom-type", "secret"}, {"id", "s1"}});
   EXPECT_EQ(ErrorClass(reply), "GenericError");
+  // TLS credentials too (nbd's tls-creds), with their files checked as they are added.
+  const std::string pki = dir_.path() + "/pki";
+  ASSERT_EQ(std::system(("mkdir -p " + pki + " && touch " + pki + "/ca-cert.pem").c_str()), 0);
+  json tls = {{"qom-type", "tls-creds-x509"}, {"id", "tls0"}, {"dir", pki}, {"endpoint", "client"}};
+  ASSERT_EQ(Success(client->Execute("object-add", tls)), "");
+  EXPECT_EQ(ErrorDesc(client->Execute("object-add", tls)),
+            "attempt to add duplicate property 'tls0' to object (type 'container')");
+  tls["id"] = "tls1";
+  tls["dir"] = dir_.path();
+  EXPECT_EQ(ErrorDesc(client->Execute("object-add", tls)),
+            "dir: cannot read '" + dir_.path() +
+                "/ca-cert.pem' (the CA that signs the server's certificate; verify-peer=on): No "
+                "such file or directory");
+  EXPECT_EQ(Success(client->Execute("object-del", {{"id", "tls0"}})), "");
   EXPECT_EQ(Success(client->Execute("object-del", {{"id", "s0"}})), "");
   EXPECT_EQ(ErrorDesc(client->Execute("object-del", {{"id", "s0"}})), "object 's0' not found");
   // QEMU's iothread properties, as given (libvirt sets poll-max-ns).

@@ -29,6 +29,7 @@
 #include "tests/export/export_fixture.h"
 #include "tests/support/nbd_server.h"
 #include "tests/support/threads.h"
+#include "tests/support/tls_certificates.h"
 
 namespace bexd::exports::testing {
 namespace {
@@ -614,6 +615,43 @@ TEST_F(NbdServerRestartTest, AFlushAfterALostConnectionReportsUnflushedWrites) {
   const std::vector<uint8_t> bytes = ReadWholeFile(image);
   EXPECT_EQ(Slice(bytes, 0, kBlock), Pattern(kBlock, 0, 7));
   EXPECT_EQ(Slice(bytes, kBlock, kBlock), Pattern(kBlock, 0, 7));
+  EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
+}
+
+// TLS as a QSD command line gives it (--object tls-creds-x509, tls-creds=): data reaches the
+// server's file through a FUSE export, also after the server was killed and came back (the node
+// reconnects with the credentials it looked up at open).
+TEST_F(NbdServerRestartTest, AnExportOverTlsServesAndReconnects) {
+  if (!HaveProgram("openssl")) GTEST_SKIP() << "openssl is missing";
+  const std::string pki = scratch_.path() + "/pki";
+  const std::string failed = bexd::testing::MakeTlsCertificates(pki, "localhost");
+  ASSERT_TRUE(failed.empty()) << failed;
+  const std::string image = scratch_.CreateFile("image", 16 * kMiB);
+  NbdServer* server = Serve({"nbdkit", "-f", "-U", socket_, "-P", PidFile(), "--tls=require",
+                             "--tls-certificates=" + pki + "/server", "file", image});
+  ASSERT_NE(server, nullptr);
+  const std::string mountpoint = MakeMountpoint();
+  std::vector<std::string> args = DaemonArgs(mountpoint, 60, 2);
+  args[1] += ",tls-creds=tls0";
+  args.insert(args.begin(),
+              {"--object", "tls-creds-x509,id=tls0,endpoint=client,dir=" + pki + "/client"});
+  Daemon daemon(args);
+  ASSERT_TRUE(daemon.WaitMounted(mountpoint));
+  const int fd = ::open(mountpoint.c_str(), O_RDWR | O_DIRECT);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  AlignedBuffer buffer(kBlock);
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    FillPattern(buffer.data, kBlock, 0, 40 + round);
+    ASSERT_EQ(::pwrite(fd, buffer.data, kBlock, round * kBlock), ssize_t(kBlock))
+        << std::strerror(errno);
+    ASSERT_EQ(::fsync(fd), 0) << std::strerror(errno);
+    const std::vector<uint8_t> bytes = ReadWholeFile(image);
+    EXPECT_EQ(Slice(bytes, round * kBlock, kBlock), Pattern(kBlock, 0, 40 + round));
+    server->Kill();
+    ASSERT_TRUE(server->Start()) << server->why_not();
+  }
+  ::close(fd);
   EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
 }
 
