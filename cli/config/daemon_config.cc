@@ -19,36 +19,45 @@ absl::Status DuplicateId(const std::string& path, std::string_view id) {
                   path.empty() ? "" : fmt::format("{}.", path), id));
 }
 
+template <typename Object>
+bool HasId(const std::vector<Object>& objects, std::string_view id) {
+  return std::any_of(objects.begin(), objects.end(),
+                     [&](const Object& object) { return object.id == id; });
+}
+
 }  // namespace
 
+absl::StatusOr<ObjectSpec> ParseObject(const json& object, Syntax syntax, const std::string& path) {
+  // A qom-type that is no string is left to the iothread parser, which says so.
+  const json* type_value =
+      object.is_object() && object.contains("qom-type") ? &object["qom-type"] : nullptr;
+  const std::string type =
+      type_value != nullptr && type_value->is_string() ? type_value->get<std::string>() : "";
+  if (type == "secret") return ParseSecretObject(object, syntax, path);
+  if (IsTlsCredsType(type)) return ParseTlsCredsObject(object, syntax, path);
+  return ParseIothreadObject(object, syntax, path);
+}
+
+std::string_view IdOf(const ObjectSpec& object) {
+  return std::visit([](const auto& typed) -> std::string_view { return typed.id; }, object);
+}
+
 absl::Status DaemonConfig::AddObject(const json& object, Syntax syntax, const std::string& path) {
+  absl::StatusOr<ObjectSpec> parsed = ParseObject(object, syntax, path);
+  if (!parsed.ok()) return parsed.status();
   // Objects of every type share one namespace of ids, as in QEMU.
-  auto taken = [&](const std::string& id) {
-    return std::any_of(iothreads.begin(), iothreads.end(),
-                       [&](const IothreadObject& iothread) { return iothread.id == id; }) ||
-           std::any_of(secrets.begin(), secrets.end(),
-                       [&](const SecretObject& secret) { return secret.id == id; }) ||
-           std::any_of(tls_creds.begin(), tls_creds.end(),
-                       [&](const TlsCredsObject& creds) { return creds.id == id; });
-  };
-  if (object.is_object() && object.value("qom-type", json()) == "secret") {
-    absl::StatusOr<SecretObject> secret = ParseSecretObject(object, syntax, path);
-    if (!secret.ok()) return secret.status();
-    if (taken(secret->id)) return DuplicateId(path, secret->id);
-    secrets.push_back(*std::move(secret));
-    return absl::OkStatus();
+  const std::string_view id = IdOf(*parsed);
+  if (HasId(iothreads, id) || HasId(secrets, id) || HasId(tls_creds, id)) {
+    return DuplicateId(path, id);
   }
-  if (object.is_object() && IsTlsCredsType(object.value("qom-type", std::string()))) {
-    absl::StatusOr<TlsCredsObject> creds = ParseTlsCredsObject(object, syntax, path);
-    if (!creds.ok()) return creds.status();
-    if (taken(creds->id)) return DuplicateId(path, creds->id);
-    tls_creds.push_back(*std::move(creds));
-    return absl::OkStatus();
-  }
-  absl::StatusOr<IothreadObject> iothread = ParseIothreadObject(object, syntax, path);
-  if (!iothread.ok()) return iothread.status();
-  if (taken(iothread->id)) return DuplicateId(path, iothread->id);
-  iothreads.push_back(*std::move(iothread));
+  std::visit(
+      [this](auto&& typed) {
+        using Type = std::decay_t<decltype(typed)>;
+        if constexpr (std::is_same_v<Type, IothreadObject>) iothreads.push_back(std::move(typed));
+        if constexpr (std::is_same_v<Type, SecretObject>) secrets.push_back(std::move(typed));
+        if constexpr (std::is_same_v<Type, TlsCredsObject>) tls_creds.push_back(std::move(typed));
+      },
+      *std::move(parsed));
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "block/options.h"
@@ -17,6 +18,12 @@
 #include "cli/config/tls_creds_object.h"
 
 namespace bexd::cli {
+
+// One --object or object-add, by its qom-type: secret, a TLS credentials type, else iothread.
+using ObjectSpec = std::variant<IothreadObject, SecretObject, TlsCredsObject>;
+absl::StatusOr<ObjectSpec> ParseObject(const nlohmann::json& object, Syntax syntax,
+                                       const std::string& path = "");
+std::string_view IdOf(const ObjectSpec& object);
 
 struct DaemonConfig {
   std::vector<IothreadObject> iothreads;  // --object iothread

@@ -13,11 +13,10 @@
 
 #include "cli/config/blockdev_schema.h"
 #include "cli/config/control_schema.h"
+#include "cli/config/daemon_config.h"
 #include "cli/config/export_schema.h"
 #include "cli/config/json_text.h"
 #include "cli/config/option_reader.h"
-#include "cli/config/secret_object.h"
-#include "cli/config/tls_creds_object.h"
 #include "cli/daemon/qmp_schema.h"
 
 namespace bexd::cli {
@@ -101,19 +100,21 @@ absl::StatusOr<json> QueryExportStats(Daemon& daemon, const json& arguments) {
 }
 
 absl::StatusOr<json> ObjectAdd(Daemon& daemon, const json& arguments) {
-  absl::Status status;
-  if (arguments.is_object() && arguments.value("qom-type", json()) == "secret") {
-    // A node opened later may name it (rbd's key-secret); open nodes read theirs already.
-    absl::StatusOr<SecretObject> secret = ParseSecretObject(arguments, Syntax::kJson);
-    status = secret.ok() ? daemon.AddSecret(secret->id, std::move(secret->value)) : secret.status();
-  } else if (arguments.is_object() && IsTlsCredsType(arguments.value("qom-type", std::string()))) {
-    absl::StatusOr<TlsCredsObject> creds = ParseTlsCredsObject(arguments, Syntax::kJson);
-    status = creds.ok() ? daemon.AddTlsCredentials(creds->id, std::move(creds->credentials))
-                        : creds.status();
-  } else {
-    absl::StatusOr<IothreadObject> iothread = ParseIothreadObject(arguments, Syntax::kJson);
-    status = iothread.ok() ? daemon.AddIothread(*std::move(iothread)) : iothread.status();
-  }
+  absl::StatusOr<ObjectSpec> object = ParseObject(arguments, Syntax::kJson);
+  if (!object.ok()) return object.status();
+  // A secret or credentials: a node opened later may name them; open nodes read theirs already.
+  absl::Status status = std::visit(
+      [&daemon](auto&& typed) {
+        using Type = std::decay_t<decltype(typed)>;
+        if constexpr (std::is_same_v<Type, IothreadObject>) {
+          return daemon.AddIothread(std::move(typed));
+        } else if constexpr (std::is_same_v<Type, SecretObject>) {
+          return daemon.AddSecret(typed.id, std::move(typed.value));
+        } else {
+          return daemon.AddTlsCredentials(typed.id, std::move(typed.credentials));
+        }
+      },
+      *std::move(object));
   if (!status.ok()) return status;
   return json::object();
 }

@@ -56,6 +56,9 @@ TEST_F(ControlTest, IothreadObjectsAreAddedAndDeletedAtRunTime) {
                 "/ca-cert.pem' (the CA that signs the server's certificate; verify-peer=on): No "
                 "such file or directory");
   EXPECT_EQ(Success(client->Execute("object-del", {{"id", "tls0"}})), "");
+  // A qom-type that is no string is an error, not the end of the daemon.
+  EXPECT_EQ(ErrorDesc(client->Execute("object-add", {{"qom-type", 5}, {"id", "x"}})),
+            "qom-type: expected a string, got 5");
   EXPECT_EQ(Success(client->Execute("object-del", {{"id", "s0"}})), "");
   EXPECT_EQ(ErrorDesc(client->Execute("object-del", {{"id", "s0"}})), "object 's0' not found");
   // QEMU's iothread properties, as given (libvirt sets poll-max-ns).
