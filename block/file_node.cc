@@ -154,9 +154,8 @@ absl::Status FileNode::DetectAlignment() {
 }
 
 // Kernels and filesystems without asynchronous fdatasync refuse the iocb at io_submit with EINVAL;
-// flushes then run on a worker thread. Learnt from the first flush rather than probed at open: a
-// probe needs a context of its own, and io_destroy waits for an RCU grace period (tens of
-// milliseconds) before the export can mount.
+// flushes then run on a worker thread. Learnt from the first flush rather than probed at open,
+// which would cost every open an fdatasync of its own.
 void FileNode::NoteAioFdsyncRefused() {
   if (aio_fdsync_.exchange(false, std::memory_order_relaxed)) {
     log::Debug("node '{}': asynchronous fdatasync not supported; flushes run on worker threads",

@@ -2,6 +2,7 @@
 #include "block/file_queue.h"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -50,15 +51,9 @@ absl::StatusOr<std::unique_ptr<FileQueue>> FileQueue::Create(std::shared_ptr<Fil
     queue->uring_ = *std::move(ring);
   }
   if (aio == AioMode::kNative) {
-    int error = io_setup(kAioDepth, &queue->aio_);
-    if (error != 0) {
-      queue->aio_ = nullptr;
-      return absl::ErrnoToStatus(-error,
-                                 fmt::format("cannot create a libaio context for {} requests (see "
-                                             "/proc/sys/fs/aio-max-nr)",
-                                             kAioDepth));
-    }
-    queue->aio_events_.emplace(queue->aio_);
+    auto context = AioContext::ForThisThread();
+    if (!context.ok()) return context.status();
+    queue->aio_ = *std::move(context);
   }
   auto workers =
       WorkerPool::Start(aio != AioMode::kThreads ? kHelperThreadsForAsync : kThreadsPerQueue,
@@ -71,9 +66,31 @@ absl::StatusOr<std::unique_ptr<FileQueue>> FileQueue::Create(std::shared_ptr<Fil
 FileQueue::~FileQueue() {
   workers_.reset();
   uring_.reset();  // waits for what the kernel took
-  // io_destroy waits for every request still in the kernel, so no buffer is touched afterwards.
-  if (aio_ != nullptr) io_destroy(aio_);
+  if (aio_ != nullptr) WaitForLibaio();
   close(event_fd_);
+}
+
+void FileQueue::WaitForLibaio() {
+  aio_->ForgetRoomWaiter(event_fd_);
+  // Every completion of ours signals event_fd_, also one another queue takes and hands over, so
+  // draining it before taking events cannot miss one.
+  while (in_kernel_ > 0) {
+    util::DrainEventFd(event_fd_);
+    while (handed_over_.PopFront() != nullptr) --in_kernel_;
+    const int count = aio_->Take(events_, kAioDepth);
+    for (int i = 0; i < count; ++i) {
+      IoRequest* request = RequestOf(events_[i].obj);
+      if (State(request)->queue == this) {
+        --in_kernel_;
+      } else {
+        State(request)->queue->HandOver(request, static_cast<long>(events_[i].res));
+      }
+    }
+    if (in_kernel_ > 0 && count <= 0) {
+      struct pollfd pfd = {event_fd_, POLLIN, 0};
+      poll(&pfd, 1, -1);
+    }
+  }
 }
 
 void FileQueue::CompleteLater(IoRequest* request, int64_t result) {
@@ -88,6 +105,7 @@ void FileQueue::ToWorkers(IoRequest* request) {
 
 void FileQueue::Submit(IoRequest* request) {
   FileRequestState* state = EmplaceDriverState<FileRequestState>(request);
+  state->queue = this;
   state->done = 0;
   ++in_flight_;
   int error = CheckRequest(*request, node_->size(), node_->read_only());
@@ -198,22 +216,25 @@ void FileQueue::SubmitRing() {
 
 void FileQueue::SubmitLibaio() {
   const uint32_t max_batch = node_->options().aio_max_batch;
-  while (!aio_waiting_.empty() && in_kernel_ < kAioDepth) {
-    const uint32_t room = kAioDepth - in_kernel_;
+  while (!aio_waiting_.empty()) {
+    const uint32_t room = aio_->room();
+    if (room == 0) return aio_->WaitForRoom(event_fd_);
     const uint32_t limit = max_batch != 0 ? std::min(room, max_batch) : room;
     uint32_t count = 0;
     for (IoRequest* request = aio_waiting_.front(); request != nullptr && count < limit;
          request = RequestList::Next(request)) {
       batch_[count++] = &State(request)->iocb;
     }
-    int submitted = io_submit(aio_, count, batch_);
+    int submitted = io_submit(aio_->handle(), count, batch_);
     if (submitted > 0) {
       for (int i = 0; i < submitted; ++i) aio_waiting_.PopFront();
       aio_waiting_count_ -= static_cast<uint32_t>(submitted);
       in_kernel_ += static_cast<uint32_t>(submitted);
+      aio_->Submitted(static_cast<uint32_t>(submitted));
       continue;
     }
-    if (submitted == -EAGAIN && in_kernel_ > 0) break;  // the ring is full; retry after reaping
+    // The ring is full after all; retry when the thread's queues have taken some events.
+    if (submitted == -EAGAIN && aio_->in_kernel() > 0) return aio_->WaitForRoom(event_fd_);
     // The kernel refused the first iocb (or has no room at all): run it synchronously instead,
     // where any error it has is reported for that request alone.
     IoRequest* refused = aio_waiting_.PopFront();
@@ -252,15 +273,34 @@ void FileQueue::ReapAio(RequestList* finished) {
 }
 
 void FileQueue::ReapLibaio(RequestList* finished) {
+  while (IoRequest* request = handed_over_.PopFront()) {
+    --in_kernel_;
+    AsyncDone(request, State(request)->result, finished);
+  }
   while (in_kernel_ > 0) {
-    int count = aio_events_->Take(events_, kAioDepth);
+    int count = aio_->Take(events_, kAioDepth);
     if (count <= 0) return;
-    in_kernel_ -= static_cast<uint32_t>(count);
     for (int i = 0; i < count; ++i) {
-      AsyncDone(RequestOf(events_[i].obj), static_cast<long>(events_[i].res), finished);
+      IoRequest* request = RequestOf(events_[i].obj);
+      const int64_t result = static_cast<long>(events_[i].res);
+      FileQueue* owner = State(request)->queue;
+      if (owner != this) {
+        owner->HandOver(request, result);
+        continue;
+      }
+      --in_kernel_;
+      AsyncDone(request, result, finished);
     }
     if (count < static_cast<int>(kAioDepth)) return;
   }
+}
+
+void FileQueue::HandOver(IoRequest* request, int64_t result) {
+  State(request)->result = result;
+  handed_over_.PushBack(request);
+  // The kernel's signal for this event may have woken the thread already, with this queue
+  // polled before the one that took the event.
+  util::SignalEventFd(event_fd_);
 }
 
 void FileQueue::DispatchJobs() {

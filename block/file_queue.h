@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // One queue thread's I/O context on a FileNode. With aio=native, aligned reads and writes (and
-// fdatasync where the kernel supports IOCB_CMD_FDSYNC) go to this queue's own libaio context,
-// batched into one io_submit per Poll(); the rest runs on a one-thread worker pool. With
+// fdatasync where the kernel supports IOCB_CMD_FDSYNC) go to the libaio context the thread's
+// file queues share (aio_context.h), batched into one io_submit per Poll(); the rest runs on a
+// one-thread worker pool. With
 // aio=io_uring this queue's own ring (uring_ring.h) takes the same reads and writes, every flush,
 // and the fallocate of discard and write-zeroes on regular files, again one submission per Poll();
 // the rest (and what the ring could not finish) goes to the one-thread pool. With aio=threads
@@ -14,9 +15,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 
-#include "block/aio_event_ring.h"
+#include "block/aio_context.h"
 #include "block/block_node.h"
 #include "block/file_node.h"
 #include "block/request_list.h"
@@ -27,8 +27,9 @@ namespace bexd::block {
 
 class FileQueue final : public IoQueue {
  public:
-  // Requests in the kernel at once per queue; more wait in the queue for the next Poll().
-  static constexpr uint32_t kAioDepth = 256;
+  // Requests in the kernel at once: per thread with libaio, per queue with io_uring; more wait in
+  // the queue for the next Poll().
+  static constexpr uint32_t kAioDepth = AioContext::kDepth;
   static constexpr int kThreadsPerQueue = 4;
   static constexpr int kHelperThreadsForAsync = 1;  // aio=native and aio=io_uring
 
@@ -62,20 +63,24 @@ class FileQueue final : public IoQueue {
   void SubmitRing();
   void ReapAio(RequestList* finished);
   void ReapLibaio(RequestList* finished);
+  // An event of this queue's that another queue took from the shared libaio ring.
+  void HandOver(IoRequest* request, int64_t result);
+  // The destructor's wait for this queue's iocbs, without running their callbacks.
+  void WaitForLibaio();
   // A result from libaio or the ring: finished, or the rest handed to the workers.
   void AsyncDone(IoRequest* request, int64_t result, RequestList* finished);
   void DispatchJobs();
 
   std::shared_ptr<FileNode> node_;
   const int event_fd_;
-  io_context_t aio_ = nullptr;              // aio=native only
-  std::optional<AioEventRing> aio_events_;  // aio=native only: takes aio_'s completions
-  std::unique_ptr<UringRing> uring_;        // aio=io_uring only
+  std::shared_ptr<AioContext> aio_;   // aio=native only
+  std::unique_ptr<UringRing> uring_;  // aio=io_uring only
   std::unique_ptr<WorkerPool> workers_;
 
   RequestList aio_waiting_;  // prepared iocbs not yet given to io_submit
   RequestList jobs_;         // for the workers at the next Poll()
   RequestList local_;        // completed without I/O; callbacks run at the next Poll()
+  RequestList handed_over_;  // libaio events other queues took, result in FileRequestState
   uint32_t jobs_count_ = 0;
   uint32_t in_kernel_ = 0;          // given to libaio or the ring, not yet reaped
   uint32_t aio_waiting_count_ = 0;  // libaio: requests in aio_waiting_

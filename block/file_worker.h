@@ -24,9 +24,13 @@
 
 namespace bexd::block {
 
+class FileQueue;
+
 // The file driver's per-request state, in IoRequest::driver_state.
 struct FileRequestState : RequestLink {
   struct iocb iocb;
+  // The queue it was submitted to: a thread's queues share one libaio ring (aio_context.h).
+  FileQueue* queue;
   // Bytes a partial libaio completion already transferred; a worker does the rest.
   uint64_t done;
   int64_t result;

@@ -139,18 +139,21 @@ TEST_F(Qcow2ExportTest, TwoStopSignalsInARowStillFlushTheImage) {
   EXPECT_TRUE(QemuRaw(image) == expected) << "writes that completed before the stop are missing";
 }
 
-// A backing chain of twelve qcow2 images (external snapshots taken one after another), exported
-// writable from the top: it reads as QEMU reads it, and a write that copies backing data up lands
-// in the top image. Each layer's queues wait in one flat epoll set (sets nest at most 4 deep) and
-// the read-only layers' metadata threads open no queues on the chain below them.
+// A backing chain of 101 qcow2 images (external snapshots taken one after another, each
+// overwriting part of the one below), exported writable from the top: it reads as QEMU reads it,
+// and a write that copies backing data up lands in the top image. Each layer's queues wait in one
+// flat epoll set (sets nest at most 4 deep), the read-only layers' metadata threads open no
+// queues on the chain below them, and a thread's file queues share one libaio context (a context
+// per image and thread ran out of fs.aio-max-nr at 85 images).
 TEST_F(Qcow2ExportTest, ALongBackingChainReadsAndWritesAsQemuDoes) {
-  constexpr int kImages = 12;
+  constexpr int kImages = 101;
+  constexpr uint64_t kStep = 40000;
   std::string below;
   for (int i = 0; i < kImages; ++i) {
     const std::string path = Path("layer" + std::to_string(i) + ".qcow2");
     RunOrFail("qemu-img create -f qcow2 " +
               (below.empty() ? std::string() : "-b " + below + " -F qcow2 ") + path + " 16M");
-    QemuWrite(path, static_cast<uint64_t>(i) * kMiB + 4096, 70000, 0x10 + i);
+    QemuWrite(path, i * kStep + 4096, 70000, 0x10 + i);
     below = path;
   }
   const std::string top = below;
@@ -162,10 +165,11 @@ TEST_F(Qcow2ExportTest, ALongBackingChainReadsAndWritesAsQemuDoes) {
                  "type=fuse,id=e,node-name=top,writable=on,num-queues=2,mountpoint=" + mountpoint});
   ASSERT_TRUE(daemon.WaitMounted(mountpoint));
   EXPECT_TRUE(ReadWholeFile(mountpoint) == expected) << "the chain reads otherwise than in QEMU";
-  // Half in a cluster layer 3 holds, so the rest of that cluster is copied up.
-  const std::vector<uint8_t> data = Pattern(3000, 3 * kMiB + 5000, 4);
-  WriteAt(mountpoint, data, 3 * kMiB + 5000);
-  std::copy(data.begin(), data.end(), expected.begin() + 3 * kMiB + 5000);
+  // Inside a cluster layers 49 and 50 fill, so the rest of that cluster is copied up.
+  const uint64_t offset = 50 * kStep + 5000;
+  const std::vector<uint8_t> data = Pattern(3000, offset, 4);
+  WriteAt(mountpoint, data, offset);
+  std::copy(data.begin(), data.end(), expected.begin() + static_cast<ptrdiff_t>(offset));
   EXPECT_EQ(daemon.SignalAndWait(SIGTERM), 0);
   ExpectClean(top);
   EXPECT_TRUE(QemuRaw(top) == expected) << "qemu-img reads other data than was written";
