@@ -71,7 +71,8 @@ absl::Status FileNode::Init(bool auto_read_only) {
   }
   if (fd_ < 0) {
     int error = errno;
-    std::string message = fmt::format("node '{}': cannot open '{}'", node_name(), filename);
+    // QEMU's words, which scripts match; the file names the node.
+    std::string message = fmt::format("Could not open '{}'", filename);
     if (error == EINVAL && direct()) {
       message += " (its filesystem may not support O_DIRECT; try cache.direct=off)";
     }

@@ -34,13 +34,11 @@ void CheckMountpoint(OptionReader& reader, const std::string& mountpoint) {
   if (::stat(mountpoint.c_str(), &st) != 0) {
     // A FUSE mount left by a killed bexd answers ENOTCONN; starting the export clears it.
     if (errno == ENOTCONN) return;
-    reader.Fail("mountpoint", fmt::format("'{}': {}", mountpoint, std::strerror(errno)));
+    // QEMU's words, which scripts and iotest 308 match.
+    reader.Fail(absl::InvalidArgumentError(
+        fmt::format("Failed to stat '{}': {}", mountpoint, std::strerror(errno))));
   } else if (!S_ISREG(st.st_mode)) {
-    reader.Fail(
-        "mountpoint",
-        fmt::format(
-            "'{}' is not a regular file (a FUSE export is mounted over an existing regular file)",
-            mountpoint));
+    reader.Fail(absl::InvalidArgumentError(fmt::format("'{}' is not a regular file", mountpoint)));
   }
 }
 
@@ -146,10 +144,11 @@ absl::StatusOr<ExportSpec> ParseExportOptions(const nlohmann::json& object, Synt
   exports::ExportOptions& options = spec.options;
   std::string type;
   reader.RequiredString("type", &type);
-  reader.RequiredString("id", &options.id);
-  if (reader.ok()) {
-    absl::Status id_status = CheckName(options.id);
-    if (!id_status.ok()) reader.Fail("id", std::string(id_status.message()));
+  if (reader.ok() && !reader.Has("id")) reader.RequiredString("id", &options.id);
+  reader.String("id", &options.id);
+  // QEMU's words, which scripts match (what a valid id is: usage.md).
+  if (reader.ok() && !CheckName(options.id).ok()) {
+    reader.Fail(absl::InvalidArgumentError("Invalid block export id"));
   }
   reader.RequiredString("node-name", &options.node_name);
   reader.Bool("writable", &options.writable);

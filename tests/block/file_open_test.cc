@@ -27,14 +27,14 @@ bool Contains(const absl::Status& status, const std::string& text) {
   return std::string(status.message()).find(text) != std::string::npos;
 }
 
-TEST(FileOpen, MissingFileNamesNodeAndFile) {
+// QEMU's words, which scripts match.
+TEST(FileOpen, MissingFileNamesTheFile) {
   testing::ScratchDir dir;
   std::string path = dir.path() + "/missing.img";
   auto node = testing::OpenFile(Options(path));
   ASSERT_FALSE(node.ok());
   EXPECT_EQ(node.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(node.status().message(),
-            "node 'disk0': cannot open '" + path + "': No such file or directory");
+  EXPECT_EQ(node.status().message(), "Could not open '" + path + "': No such file or directory");
 }
 
 TEST(FileOpen, DirectoryIsRefused) {

@@ -90,21 +90,19 @@ TEST_F(BinaryErrorsTest, UnparsableJson) {
 TEST_F(BinaryErrorsTest, MissingImageFile) {
   std::string line =
       ExpectOneError({"--blockdev", GoodBlockdev() + ".missing", "--export", GoodExport()});
-  EXPECT_NE(line.find("disk0"), std::string::npos) << line;
-  EXPECT_NE(line.find("No such file or directory"), std::string::npos) << line;
+  EXPECT_EQ(line, "Could not open '" + image_ + ".missing': No such file or directory");
 }
 
 TEST_F(BinaryErrorsTest, MountpointNotARegularFile) {
   EXPECT_EQ(ExpectOneError({"--blockdev", GoodBlockdev(), "--export",
                             "type=fuse,id=e,node-name=disk0,mountpoint=" + dir_.path()}),
-            "--export: mountpoint: '" + dir_.path() +
-                "' is not a regular file (a FUSE export is mounted over an existing regular file)");
+            "--export: '" + dir_.path() + "' is not a regular file");
 }
 
 TEST_F(BinaryErrorsTest, UnknownNodeName) {
   EXPECT_EQ(ExpectOneError({"--blockdev", GoodBlockdev(), "--export", GoodExport(), "--export",
                             "type=fuse,id=exp1,node-name=nope,mountpoint=" + second_mountpoint_}),
-            "export 'exp1': node-name 'nope' does not name a block node");
+            "Cannot find device='' nor node-name='nope'");
 }
 
 TEST_F(BinaryErrorsTest, DuplicateNodeName) {
@@ -122,13 +120,13 @@ TEST_F(BinaryErrorsTest, DuplicateExportIdMountsNothing) {
 TEST_F(BinaryErrorsTest, SameMountpointTwice) {
   EXPECT_EQ(ExpectOneError({"--blockdev", GoodBlockdev(), "--export", GoodExport(), "--export",
                             "type=fuse,id=exp1,node-name=disk0,mountpoint=" + mountpoint_}),
-            "export 'exp1': '" + mountpoint_ + "' is already used by export 'exp0'");
+            "There already is a FUSE export on '" + mountpoint_ + "'");
 }
 
 TEST_F(BinaryErrorsTest, WritableExportOfReadOnlyNode) {
   EXPECT_EQ(
       ExpectOneError({"--blockdev", GoodBlockdev() + ",read-only=on", "--export", GoodExport()}),
-      "export 'exp0': node 'disk0' is read-only; writable=on needs a writable node");
+      "Cannot export read-only node as writable");
 }
 
 TEST_F(BinaryErrorsTest, UnknownIothread) {

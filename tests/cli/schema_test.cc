@@ -366,10 +366,9 @@ TEST_F(SchemaTest, FuseExportErrors) {
   EXPECT_EQ(ExportError(Keyval(base + mountpoint_ + ",allow-other=maybe"), Syntax::kKeyval),
             "allow-other: expected one of off, on, auto; got \"maybe\"");
   EXPECT_EQ(ExportError(Keyval(base + dir_), Syntax::kKeyval),
-            "mountpoint: '" + dir_ +
-                "' is not a regular file (a FUSE export is mounted over an existing regular file)");
+            "'" + dir_ + "' is not a regular file");
   EXPECT_EQ(ExportError(Keyval(base + dir_ + "/missing"), Syntax::kKeyval),
-            "mountpoint: '" + dir_ + "/missing': No such file or directory");
+            "Failed to stat '" + dir_ + "/missing': No such file or directory");
   EXPECT_EQ(ExportError(Keyval("type=nbd,id=e,node-name=d"), Syntax::kKeyval),
             "type: 'nbd' is not supported by bexd (supported: fuse, vhost-user-fs)");
   EXPECT_EQ(ExportError(Keyval("type=fuse,node-name=d,mountpoint=" + mountpoint_), Syntax::kKeyval),

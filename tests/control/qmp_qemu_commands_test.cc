@@ -123,6 +123,13 @@ TEST_F(ControlTest, BlockResizeUnderBothNames) {
   EXPECT_EQ(ErrorDesc(reply), "Cannot find device='' nor node-name='ghost'");
   reply = client->Execute("block_resize", {{"node-name", "disk0"}});
   EXPECT_EQ(ErrorClass(reply), "GenericError");
+  ASSERT_EQ(
+      Success(client->Execute("blockdev-add",
+                              {{"driver", "null-co"}, {"node-name", "ro0"}, {"read-only", true}})),
+      "");
+  reply = client->Execute("block_resize", {{"node-name", "ro0"}, {"size", 4096}});
+  EXPECT_EQ(ErrorClass(reply), "GenericError");
+  EXPECT_EQ(ErrorDesc(reply), "Image is read-only");  // QEMU's words
 }
 
 // block_resize of a qcow2 node as QEMU's: a size in whole sectors only (QEMU's header would lose
