@@ -621,10 +621,12 @@ void NbdConnection::DelayOver() {
   if (state_ != State::kWaiting) return;
   const struct itimerspec disarm = {};
   timerfd_settime(timer_fd_, 0, &disarm, nullptr);
-  static log::RateLimit still_away;
-  log::Limited(still_away, log::Level::kWarn,
-               "node '{}': NBD server {} is still away {}; requests fail with EIO until it is "
-               "back",
+  // Not "still away": the server may be up but refused (a minimum block size that grew), which the
+  // failed attempt logged.
+  static log::RateLimit not_reconnected;
+  log::Limited(not_reconnected, log::Level::kWarn,
+               "node '{}': NBD server {} is not reconnected {}; requests fail with EIO until a "
+               "reconnection succeeds",
                link_.node_name, NbdAddress(link_.options),
                first_attempt_only_
                    ? std::string("after the first reconnect attempt (reconnect-delay=0)")
