@@ -15,9 +15,11 @@ namespace bexd::block::qcow2 {
 namespace {
 
 absl::Status Named(const absl::Status& status, const std::string& node_name, BlockNode& file) {
+  // A backing file's header is read before its node has a name; the caller names it.
+  const std::string prefix = node_name.empty() ? "" : fmt::format("node '{}': ", node_name);
   return absl::Status(status.code(),
-                      fmt::format("node '{}': {} (qcow2 image on {})", node_name,
-                                  std::string(status.message()), file.description()));
+                      fmt::format("{}{} (qcow2 image on {})", prefix, std::string(status.message()),
+                                  file.description()));
 }
 
 Qcow2ImageInfo InfoOf(const ImageHeader& header) {

@@ -203,7 +203,8 @@ TEST_F(GraphTest, Qcow2BackingChainFromTheHeadersOpensReadOnlyAndShared) {
 
 // Headers whose backing files come back to an image already in the chain (one naming itself,
 // a -> b -> a) would open forever; they are refused, as qemu-img calls them an infinite loop. A
-// backing file that is missing is named, with the node that wanted it.
+// backing file that is missing, or not in the format the header says, is named, with the node
+// that wanted it.
 TEST_F(GraphTest, BackingFilesThatLoopOrAreMissingAreRefused) {
   const std::string dir = dir_.path();
   ASSERT_EQ(
@@ -213,7 +214,9 @@ TEST_F(GraphTest, BackingFilesThatLoopOrAreMissingAreRefused) {
                    " && qemu-img create -q -f qcow2 a.qcow2 4M"
                    " && qemu-img create -q -f qcow2 -b a.qcow2 -F qcow2 b.qcow2"
                    " && qemu-img rebase -q -u -b b.qcow2 -F qcow2 a.qcow2"
-                   " && qemu-img create -q -f qcow2 -b gone.qcow2 -F qcow2 -u orphan.qcow2 4M")
+                   " && qemu-img create -q -f qcow2 -b gone.qcow2 -F qcow2 -u orphan.qcow2 4M"
+                   " && truncate -s 4M plain.raw"
+                   " && qemu-img create -q -f qcow2 -b plain.raw -F qcow2 -u misnamed.qcow2 4M")
                       .c_str()),
       0);
   auto open = [&](const std::string& name) {
@@ -239,6 +242,13 @@ TEST_F(GraphTest, BackingFilesThatLoopOrAreMissingAreRefused) {
       orphan.starts_with("node 'fmt0': Could not open backing file '" + dir + "/gone.qcow2': "))
       << orphan;
   EXPECT_TRUE(orphan.ends_with("No such file or directory")) << orphan;
+  // The backing file's own node has no name yet: only the outer message names one.
+  const std::string misnamed = open("misnamed.qcow2");
+  EXPECT_TRUE(misnamed.starts_with("node 'fmt0': Could not open backing file '" + dir +
+                                   "/plain.raw': the image is not in qcow2 format (no qcow2 "
+                                   "magic) (qcow2 image on file '" +
+                                   dir + "/plain.raw'"))
+      << misnamed;
   EXPECT_TRUE(graph_.entries().empty());
 }
 
