@@ -51,22 +51,33 @@ Task<int> ChildIo::Read(uint64_t offset, void* buffer, uint64_t length) {
   co_return Check(co_await Submit(Make(IoOp::kRead, offset, length, &iov, 1)), length);
 }
 
+int64_t ChildIo::Durable(int64_t result) {
+  if (result < 0) image_->NoteFlushFailed(static_cast<int>(-result));
+  return result;
+}
+
 Task<int> ChildIo::Write(uint64_t offset, const void* buffer, uint64_t length) {
+  if (FlushFailedBefore()) co_return -EIO;
   struct iovec iov = {const_cast<void*>(buffer), length};
   co_return Check(co_await Submit(Make(IoOp::kWrite, offset, length, &iov, 1)), length);
 }
 
 Task<int> ChildIo::WriteV(uint64_t offset, const struct iovec* iov, int iovcnt, uint64_t length,
                           uint32_t flags) {
-  co_return Check(co_await Submit(Make(IoOp::kWrite, offset, length, iov, iovcnt, flags)), length);
+  if (FlushFailedBefore()) co_return -EIO;
+  int64_t result = co_await Submit(Make(IoOp::kWrite, offset, length, iov, iovcnt, flags));
+  if ((flags & kIoFua) != 0) result = Durable(result);
+  co_return Check(result, length);
 }
 
 Task<int> ChildIo::Flush() {
-  int64_t result = co_await Submit(Make(IoOp::kFlush, 0, 0, nullptr, 0));
+  if (FlushFailedBefore()) co_return -EIO;
+  int64_t result = Durable(co_await Submit(Make(IoOp::kFlush, 0, 0, nullptr, 0)));
   co_return result < 0 ? static_cast<int>(result) : 0;
 }
 
 Task<int> ChildIo::Discard(uint64_t offset, uint64_t length) {
+  if (FlushFailedBefore()) co_return -EIO;
   co_return Check(co_await Submit(Make(IoOp::kDiscard, offset, length, nullptr, 0)), length);
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "block/block_node.h"
+#include "block/qcow2/image_state.h"
 #include "block/qcow2/task.h"
 
 namespace bexd::block::qcow2 {
@@ -44,10 +45,13 @@ class IoAwaiter {
   int64_t result_ = 0;
 };
 
-// Builds child requests and runs several at once.
+// Builds child requests and runs several at once. Once a flush (or FUA write) of the image has
+// failed (ImageState::flush_failed), writes, discards and flushes fail with -EIO without reaching
+// the child: nothing written after such a failure may refer to what the disk dropped.
 class ChildIo {
  public:
-  ChildIo(Scheduler* scheduler, IoQueue* queue) : scheduler_(scheduler), queue_(queue) {}
+  ChildIo(Scheduler* scheduler, IoQueue* queue, ImageState* image)
+      : scheduler_(scheduler), queue_(queue), image_(image) {}
 
   static IoRequest Make(IoOp op, uint64_t offset, uint64_t length, const struct iovec* iov,
                         int iovcnt, uint32_t flags = 0);
@@ -73,8 +77,15 @@ class ChildIo {
   IoQueue* queue() const { return queue_; }
 
  private:
+  bool FlushFailedBefore() const {
+    return image_->flush_failed.load(std::memory_order_acquire) != 0;
+  }
+  // A flush or FUA write's result, noted in the image when it failed.
+  int64_t Durable(int64_t result);
+
   Scheduler* scheduler_;
   IoQueue* queue_;
+  ImageState* image_;
 };
 
 }  // namespace bexd::block::qcow2

@@ -85,7 +85,7 @@ absl::Status Engine::SetUp() {
   auto file = image_->file->CreateQueue();
   if (!file.ok()) return file.status();
   file_queue_ = std::move(*file);
-  io_ = std::make_unique<ChildIo>(&scheduler_, file_queue_.get());
+  io_ = std::make_unique<ChildIo>(&scheduler_, file_queue_.get(), image_);
   // Only writes read the image through itself (copy-on-write). A read-only image, such as every
   // backing file of a chain, has none: its self_ queue, which would open queues on the whole
   // chain below it, would make a chain of N images cost N*N/2 libaio contexts.

@@ -239,6 +239,12 @@ Task<absl::Status> Engine::CloseTask() {
         fmt::format("node '{}': the image is corrupt; its metadata changes were not written",
                     image_->node_name));
   }
+  if (const int error = image_->flush_failed.load(std::memory_order_acquire); error != 0) {
+    co_return absl::DataLossError(fmt::format(
+        "node '{}': a flush of the image failed ({}); the metadata changes since the last good "
+        "flush were not written back (qemu-img check finds what leaked)",
+        image_->node_name, std::strerror(error)));
+  }
   int result = co_await Flush();
   // The clusters freed meanwhile: their refcounts drop now, so nothing leaks.
   if (result == 0) result = co_await WaitDecreasesApplied();

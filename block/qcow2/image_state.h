@@ -36,12 +36,19 @@ struct ImageState {
   std::atomic<uint64_t> size{0};  // the virtual size
   // A damaged structure was found: writes fail with -EIO from now on.
   std::atomic<bool> corrupt{false};
+  // The errno of the first failed flush (or FUA write) of the file child, 0 if none: the disk may
+  // have dropped what was written since the last good flush, and which of it cannot be known. No
+  // metadata is written from then on (it could refer to what was lost) and every flush fails,
+  // until the node is reopened. NoteFlushFailed() sets it.
+  std::atomic<int> flush_failed{0};
   // No metadata change is waiting to be written: a FUA write into an allocated cluster needs only
   // FUA on the file, and a flush only the file's flush. Cleared before a change becomes visible.
   std::atomic<bool> metadata_clean{true};
   Engine* engine = nullptr;
   // Queues the node handed out (not the engine's own); Close() needs them gone.
   std::atomic<uint32_t> user_queues{0};
+
+  void NoteFlushFailed(int error);
 };
 
 }  // namespace bexd::block::qcow2

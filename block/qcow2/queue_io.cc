@@ -82,6 +82,10 @@ void Qcow2Queue::Continue(IoRequest* request) {
       ContinueBlockStatus(request);
       break;
     case IoOp::kFlush:
+      if (image_->flush_failed.load(std::memory_order_acquire) != 0) {
+        state->error = -EIO;
+        break;
+      }
       if (!image_->metadata_clean.load(std::memory_order_acquire)) return ToEngine(request);
       if (!IssueChild(request, file_.get(), IoOp::kFlush, 0, 0, 0)) {
         state->stalled = true;
@@ -398,13 +402,17 @@ void Qcow2Queue::ChildDone(SubRequest* sub, int64_t result) {
       }
       break;
     case IoOp::kFlush:
-      if (result < 0) error = result;
+      if (result < 0) {
+        error = result;
+        image_->NoteFlushFailed(static_cast<int>(-result));
+      }
       break;
     default:
       if (sub->buffer != nullptr) {
         error = FinishCompressed(sub, result);
       } else if (result < 0) {
         error = result;
+        if ((sub->io.flags & kIoFua) != 0) image_->NoteFlushFailed(static_cast<int>(-result));
       } else if (static_cast<uint64_t>(result) != sub->io.length) {
         error = -EIO;
       }
