@@ -6,15 +6,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "cli/config/item_help.h"
 #include "cli/config/json_text.h"
 #include "cli/config/keyval.h"
 #include "cli/config/paths.h"
 #include "cli/config/short_booleans.h"
+#include "util/read_file.h"
 
 namespace bexd::cli {
 namespace {
@@ -52,15 +51,21 @@ absl::Status AddItem(CommandLine* command_line, ItemOption* option, std::string_
   return absl::InvalidArgumentError(fmt::format("{}: {}", where, std::string(status.message())));
 }
 
+// A configuration of thousands of nodes and exports fits many times over.
+constexpr uint64_t kMaxConfigBytes = 16 << 20;
+
 absl::Status AddConfigFile(CommandLine* command_line, const std::string& path) {
-  std::ifstream file(path);
-  if (!file) {
+  absl::StatusOr<std::string> text = util::ReadBoundedFile(path, kMaxConfigBytes);
+  if (!text.ok()) {
     return absl::InvalidArgumentError(
-        fmt::format("--config: cannot read '{}': {}", path, std::strerror(errno)));
+        fmt::format("--config: {}", std::string(text.status().message())));
   }
-  std::stringstream text;
-  text << file.rdbuf();
-  absl::StatusOr<json> document = ParseJsonText(text.str());
+  // The JSON parser would take a NUL for the end of the text and ignore the rest.
+  if (const size_t nul = text->find('\0'); nul != std::string::npos) {
+    return absl::InvalidArgumentError(
+        fmt::format("--config {}: a NUL byte at offset {}; a config file is JSON text", path, nul));
+  }
+  absl::StatusOr<json> document = ParseJsonText(*text);
   absl::Status status =
       document.ok() ? command_line->config.AddConfigFile(*document) : document.status();
   if (status.ok()) return status;

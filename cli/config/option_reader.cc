@@ -119,6 +119,11 @@ void OptionReader::Bool(std::string_view key, bool* out) {
 
 bool OptionReader::ParseUnsigned(const json& value, bool allow_suffix, uint64_t* out) const {
   if (syntax_ == Syntax::kJson) {
+    // The JSON parser keeps -0 as a signed integer; QEMU takes it as 0.
+    if (value.is_number_integer() && !value.is_number_unsigned() && value.get<int64_t>() == 0) {
+      *out = 0;
+      return true;
+    }
     if (!value.is_number_unsigned()) return false;
     *out = value.get<uint64_t>();
     return true;

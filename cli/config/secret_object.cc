@@ -7,23 +7,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "cli/config/names.h"
 #include "cli/config/paths.h"
+#include "util/read_file.h"
 
 namespace bexd::cli {
 namespace {
 
-bool ReadFile(const std::string& path, std::string* contents) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return false;
-  std::stringstream text;
-  text << file.rdbuf();
-  *contents = text.str();
-  return !file.bad();
-}
+// Far more than any key or passphrase; /dev/zero must not fill the memory.
+constexpr uint64_t kMaxSecretBytes = 1 << 20;
 
 // QEMU's qbase64_decode: the base64 alphabet and newlines only.
 bool DecodeBase64(std::string text, std::string* bytes) {
@@ -70,8 +63,11 @@ absl::StatusOr<SecretObject> ParseSecretObject(const nlohmann::json& object, Syn
   }
   if (reader.ok() && reader.Has("file")) {
     file = AbsolutePath(file);
-    if (!ReadFile(file, &text)) {
-      reader.Fail("file", fmt::format("cannot read '{}': {}", file, std::strerror(errno)));
+    absl::StatusOr<std::string> contents = util::ReadBoundedFile(file, kMaxSecretBytes);
+    if (contents.ok()) {
+      text = *std::move(contents);
+    } else {
+      reader.Fail("file", std::string(contents.status().message()));
     }
   }
   if (reader.ok() && format == "base64" && !DecodeBase64(text, &secret.value)) {

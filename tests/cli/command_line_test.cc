@@ -124,6 +124,16 @@ TEST_F(CommandLineTest, OptionErrors) {
             "--object #2: id: 't' is already used by another item of this kind");
   EXPECT_EQ(Error({"--config", dir_ + "/missing.json"}),
             "--config: cannot read '" + dir_ + "/missing.json': No such file or directory");
+  EXPECT_EQ(Error({"--config", "/dev/zero"}),
+            "--config: '/dev/zero' is longer than 16777216 bytes");
+  // The JSON parser would stop at the NUL and take the text before it.
+  const std::string with_nul = dir_ + "/nul.json";
+  {
+    std::ofstream file(with_nul, std::ios::binary);
+    file << std::string("{}\0{\"blockdev\": 5}", 18);
+  }
+  EXPECT_EQ(Error({"--config", with_nul}),
+            "--config " + with_nul + ": a NUL byte at offset 2; a config file is JSON text");
 }
 
 TEST_F(CommandLineTest, ConfigFileCombinesWithCommandLine) {

@@ -161,6 +161,8 @@ TEST_F(SecretObjectTest, Errors) {
   EXPECT_EQ(Error("secret,id=k,data=a,file=/x"), "file: 'data' and 'file' are mutually exclusive");
   EXPECT_EQ(Error("secret,id=k,file=" + dir_.path() + "/missing"),
             "file: cannot read '" + dir_.path() + "/missing': No such file or directory");
+  // Read with a bound: /dev/zero once filled the memory until std::bad_alloc ended the daemon.
+  EXPECT_EQ(Error("secret,id=k,file=/dev/zero"), "file: '/dev/zero' is longer than 1048576 bytes");
   EXPECT_EQ(Error("secret,id=k,data=not*base64,format=base64"),
             "data: format=base64, but this is not base64 text");
   EXPECT_EQ(Error("secret,id=k,data=abc,format=hex"),

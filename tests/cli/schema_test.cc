@@ -254,6 +254,10 @@ TEST(BlockdevSchemaTest, JsonIsStrictlyTyped) {
   object["size"] = -5;
   EXPECT_EQ(BlockdevError(object, Syntax::kJson, "blockdev[0]"),
             "blockdev[0].size: expected a size in bytes (a non-negative integer), got -5");
+  // -0 is 0, as QEMU reads it.
+  absl::StatusOr<block::BlockdevOptions> zero = ParseBlockdevOptions(
+      json::parse(R"({"driver": "null-co", "node-name": "n", "size": -0})"), Syntax::kJson);
+  ASSERT_TRUE(zero.ok()) << zero.status();
 }
 
 // QEMU's BlockdevOptionsNbd: the server as a SocketAddress, the export, reconnect-delay,
