@@ -291,6 +291,19 @@ std::vector<Daemon::LiveExport>::iterator Daemon::RemoveExport(
 }
 
 void Daemon::StopAllExports(const std::function<void(const std::string&)>& announce) {
+  // Each on a thread of its own: storage that does not answer keeps its own export from stopping,
+  // never the final flush of the others (one after the other, a hung node stopped first left the
+  // rest unflushed, and a second signal then exited without their writes; outside audit).
+  std::vector<std::thread> stoppers;
+  for (LiveExport& live : exports_) {
+    if (live.deleting()) continue;  // its own stopper runs already
+    try {
+      stoppers.emplace_back([running = live.running.get()] { running->Stop(); });
+    } catch (const std::system_error&) {
+      live.running->Stop();  // no thread to spare
+    }
+  }
+  for (std::thread& stopper : stoppers) stopper.join();
   while (!exports_.empty()) {
     std::string id = exports_.back().spec.options.id;
     RemoveExport(exports_.end() - 1);

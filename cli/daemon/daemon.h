@@ -76,8 +76,8 @@ class Daemon {
   // Forgets every export that ended on its own or whose deletion has stopped it, announcing each
   // (BLOCK_EXPORT_DELETED).
   void RemoveEndedExports();
-  // Stops every export, newest first (drain, flush, unmount), then forgets them, each passed to
-  // `announce` if set (QSD's BLOCK_EXPORT_DELETED at quit and on signals, sent at once).
+  // Stops every export (drain, flush, unmount), all at once, then forgets them newest first, each
+  // passed to `announce` if set (QSD's BLOCK_EXPORT_DELETED at quit and on signals, sent at once).
   void StopAllExports(const std::function<void(const std::string&)>& announce);
   // The exports whose flush failed when they stopped (deleted, ended or stopped at shutdown):
   // data written through them may not be durable, which the exit status reports.

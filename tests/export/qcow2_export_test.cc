@@ -139,6 +139,52 @@ TEST_F(Qcow2ExportTest, TwoStopSignalsInARowStillFlushTheImage) {
   EXPECT_TRUE(QemuRaw(image) == expected) << "writes that completed before the stop are missing";
 }
 
+// An export whose node never answers (null-co with an endless latency, and a reader waiting on
+// it; in practice a hung NBD server) cannot stop, but it keeps no other export from its final
+// flush: exports stop all at once. Stopped one after another, the hung one (the newest, stopped
+// first) held the stop, and the second signal that ends such a stop exited with the qcow2
+// image's cached metadata unwritten: the writes it had acknowledged were lost (outside audit).
+TEST_F(Qcow2ExportTest, AnExportThatCannotStopKeepsNoOtherFromItsFinalFlush) {
+  const std::string image = Path("disk.qcow2");
+  RunOrFail("qemu-img create -f qcow2 " + image + " 16M");
+  const std::string stuck = MakeMountpoint("stuck.mnt");
+  Daemon daemon({"--blockdev", "driver=file,node-name=file,filename=" + image, "--blockdev",
+                 "driver=qcow2,node-name=qcow2,file=file", "--export",
+                 "type=fuse,id=export,node-name=qcow2,mountpoint=" + image + ",writable=on",
+                 "--blockdev",
+                 "driver=null-co,node-name=hung,size=1048576,latency-ns=9223372036854775807",
+                 "--export", "type=fuse,id=hung,node-name=hung,mountpoint=" + stuck});
+  ASSERT_TRUE(daemon.WaitMounted(image));
+  ASSERT_TRUE(daemon.WaitMounted(stuck));
+  std::vector<uint8_t> expected(16 * kMiB, 0);
+  const std::vector<uint8_t> data = Pattern(4 * kMiB, 0, 11);
+  // No fsync: the allocations stay in the node's cached metadata until the stop flushes it.
+  const int fd = ::open(image.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(::pwrite(fd, data.data(), data.size(), kMiB), ssize_t(data.size()))
+      << std::strerror(errno);
+  ::close(fd);
+  std::copy(data.begin(), data.end(), expected.begin() + kMiB);
+  // Waits until the daemon is gone (its connection then aborts the read).
+  std::thread reader([&stuck] {
+    const int fd = ::open(stuck.c_str(), O_RDONLY | O_DIRECT);
+    if (fd < 0) return;
+    AlignedBuffer buffer(4096);
+    (void)::pread(fd, buffer.data, 4096, 0);
+    ::close(fd);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  daemon.Signal(SIGTERM);
+  // Past the 3 s in which a repeat counts as the same stop: this one ends the stop at once.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+  const int status = daemon.SignalAndWait(SIGTERM);
+  reader.join();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  ExpectClean(image);
+  EXPECT_TRUE(QemuRaw(image) == expected) << "the healthy export's writes were not flushed";
+}
+
 // A backing chain of 101 qcow2 images (external snapshots taken one after another, each
 // overwriting part of the one below), exported writable from the top: it reads as QEMU reads it,
 // and a write that copies backing data up lands in the top image. Each layer's queues wait in one
