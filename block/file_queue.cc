@@ -55,11 +55,6 @@ absl::StatusOr<std::unique_ptr<FileQueue>> FileQueue::Create(std::shared_ptr<Fil
     if (!context.ok()) return context.status();
     queue->aio_ = *std::move(context);
   }
-  auto workers =
-      WorkerPool::Start(aio != AioMode::kThreads ? kHelperThreadsForAsync : kThreadsPerQueue,
-                        event_fd, [node] { return std::make_unique<FileWorker>(node); });
-  if (!workers.ok()) return workers.status();
-  queue->workers_ = std::move(*workers);
   return queue;
 }
 
@@ -303,8 +298,31 @@ void FileQueue::HandOver(IoRequest* request, int64_t result) {
   util::SignalEventFd(event_fd_);
 }
 
+bool FileQueue::StartWorkers() {
+  const int threads =
+      node_->options().aio != AioMode::kThreads ? kHelperThreadsForAsync : kThreadsPerQueue;
+  std::shared_ptr<FileNode> node = node_;
+  auto workers =
+      WorkerPool::Start(threads, event_fd_, [node] { return std::make_unique<FileWorker>(node); });
+  if (!workers.ok()) {
+    static log::RateLimit limit;
+    log::Limited(limit, log::Level::kError, "node '{}': cannot start a queue's worker threads: {}",
+                 node_->node_name(), std::string(workers.status().message()));
+    return false;
+  }
+  workers_ = *std::move(workers);
+  return true;
+}
+
 void FileQueue::DispatchJobs() {
   if (jobs_count_ == 0) return;
+  // Started with the first job, not with the queue: many queues never need one (a qcow2 chain
+  // has a file queue per image on every thread, mostly reading aligned clusters).
+  if (workers_ == nullptr && !StartWorkers()) {
+    while (IoRequest* request = jobs_.PopFront()) CompleteLater(request, -EIO);
+    jobs_count_ = 0;
+    return;
+  }
   in_workers_ += jobs_count_;
   workers_->Dispatch(jobs_, jobs_count_);
   jobs_count_ = 0;

@@ -70,12 +70,14 @@ class FileQueue final : public IoQueue {
   // A result from libaio or the ring: finished, or the rest handed to the workers.
   void AsyncDone(IoRequest* request, int64_t result, RequestList* finished);
   void DispatchJobs();
+  // The worker pool, made by the first DispatchJobs(); false (logged) if its threads cannot start.
+  bool StartWorkers();
 
   std::shared_ptr<FileNode> node_;
   const int event_fd_;
-  std::shared_ptr<AioContext> aio_;   // aio=native only
-  std::unique_ptr<UringRing> uring_;  // aio=io_uring only
-  std::unique_ptr<WorkerPool> workers_;
+  std::shared_ptr<AioContext> aio_;      // aio=native only
+  std::unique_ptr<UringRing> uring_;     // aio=io_uring only
+  std::unique_ptr<WorkerPool> workers_;  // null until a request needs a worker
 
   RequestList aio_waiting_;  // prepared iocbs not yet given to io_submit
   RequestList jobs_;         // for the workers at the next Poll()
