@@ -107,7 +107,9 @@ TEST_F(FileSharedContextTest, EachQueueGetsItsOwnCompletions) {
     const bool left_in_ring = read.Done() == 0;
     // Its event is in the ring once a's eventfd is readable (the kernel writes the event first).
     struct pollfd pfd = {a->event_fd(), POLLIN, 0};
-    if (left_in_ring) ASSERT_EQ(poll(&pfd, 1, 10000), 1);
+    if (left_in_ring) {
+      ASSERT_EQ(poll(&pfd, 1, 10000), 1);
+    }
     // b sends its write and takes a's event: handed over, its callback runs from a's Poll().
     b->Poll();
     if (left_in_ring) {

@@ -31,10 +31,6 @@ constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kOffset = kMiB;
 constexpr uint64_t kSize = 2 * kMiB;
 
-bool Contains(const absl::Status& status, std::string_view text) {
-  return std::string(status.message()).find(text) != std::string::npos;
-}
-
 std::shared_ptr<RawNode> OpenRawOrFail(std::shared_ptr<BlockNode> file, RawOptions options,
                                        bool read_only = false) {
   auto raw = RawNode::Open("raw0", options, read_only, std::move(file));
