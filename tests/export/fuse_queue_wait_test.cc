@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,27 @@ class QueueWaitTest : public FuseExportTest {};
 
 std::vector<pid_t> QueueThreadIds() { return bexd::testing::ThreadIdsNamed("bexd-fuse-q"); }
 
+// Whether thread `tid` of this process waits in read(2) (/proc/.../syscall starts with its
+// number).
+bool WaitsInRead(pid_t tid) {
+  std::ifstream syscall_file("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  long number = -1;
+  return static_cast<bool>(syscall_file >> number) && number == SYS_read;
+}
+
+// Until every queue thread waits in its read (at most 5 s): on a busy machine a thread may still
+// be on its way there, and the kernel can only hand requests to the readers it has.
+bool AllQueuesWaitInRead(size_t queues) {
+  for (int tries = 0; tries < 500; ++tries) {
+    const std::vector<pid_t> threads = QueueThreadIds();
+    if (threads.size() == queues && std::all_of(threads.begin(), threads.end(), WaitsInRead)) {
+      return true;
+    }
+    ::usleep(10000);
+  }
+  return false;
+}
+
 // One request at a time from one thread: with every queue idle in its read, the kernel hands each
 // request to the reader that has waited longest, so no queue may end up with nearly all of them
 // (with epoll-only waiting, queue 0 took 97 %).
@@ -31,6 +53,7 @@ TEST_F(QueueWaitTest, RequestsAtQueueDepthOneAreSpreadOverIdleQueues) {
   ASSERT_NE(running, nullptr);
   int fd = ::open(mountpoint.c_str(), O_RDONLY | O_DIRECT);
   ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_TRUE(AllQueuesWaitInRead(4)) << "the queue threads never waited in their reads";
   AlignedBuffer buffer(4096);
   constexpr int kReads = 400;
   for (int i = 0; i < kReads; ++i) {
