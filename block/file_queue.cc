@@ -71,16 +71,8 @@ void FileQueue::WaitForLibaio() {
   // draining it before taking events cannot miss one.
   while (in_kernel_ > 0) {
     util::DrainEventFd(event_fd_);
-    while (handed_over_.PopFront() != nullptr) --in_kernel_;
-    const int count = aio_->Take(events_, kAioDepth);
-    for (int i = 0; i < count; ++i) {
-      IoRequest* request = RequestOf(events_[i].obj);
-      if (State(request)->queue == this) {
-        --in_kernel_;
-      } else {
-        State(request)->queue->HandOver(request, static_cast<long>(events_[i].res));
-      }
-    }
+    const int count = TakeLibaioEvents();
+    while (reaped_.PopFront() != nullptr) --in_kernel_;
     if (in_kernel_ > 0 && count <= 0) {
       struct pollfd pfd = {event_fd_, POLLIN, 0};
       poll(&pfd, 1, -1);
@@ -267,32 +259,38 @@ void FileQueue::ReapAio(RequestList* finished) {
   if (aio_ != nullptr) ReapLibaio(finished);
 }
 
+int FileQueue::TakeLibaioEvents() {
+  const int count = aio_->Take(events_, kAioDepth);
+  for (int i = 0; i < count; ++i) {
+    IoRequest* request = RequestOf(events_[i].obj);
+    const int64_t result = static_cast<long>(events_[i].res);
+    FileQueue* owner = State(request)->queue;
+    if (owner != this) {
+      owner->HandOver(request, result);
+      continue;
+    }
+    State(request)->result = result;
+    reaped_.PushBack(request);
+  }
+  return count;
+}
+
 void FileQueue::ReapLibaio(RequestList* finished) {
-  while (IoRequest* request = handed_over_.PopFront()) {
+  // A full batch may leave more in the ring. With nothing of ours in the kernel, the events there
+  // are other queues', whose own Poll() takes them.
+  if (in_kernel_ > 0) {
+    while (TakeLibaioEvents() == static_cast<int>(kAioDepth)) {
+    }
+  }
+  while (IoRequest* request = reaped_.PopFront()) {
     --in_kernel_;
     AsyncDone(request, State(request)->result, finished);
-  }
-  while (in_kernel_ > 0) {
-    int count = aio_->Take(events_, kAioDepth);
-    if (count <= 0) return;
-    for (int i = 0; i < count; ++i) {
-      IoRequest* request = RequestOf(events_[i].obj);
-      const int64_t result = static_cast<long>(events_[i].res);
-      FileQueue* owner = State(request)->queue;
-      if (owner != this) {
-        owner->HandOver(request, result);
-        continue;
-      }
-      --in_kernel_;
-      AsyncDone(request, result, finished);
-    }
-    if (count < static_cast<int>(kAioDepth)) return;
   }
 }
 
 void FileQueue::HandOver(IoRequest* request, int64_t result) {
   State(request)->result = result;
-  handed_over_.PushBack(request);
+  reaped_.PushBack(request);
   // The kernel's signal for this event may have woken the thread already, with this queue
   // polled before the one that took the event.
   util::SignalEventFd(event_fd_);

@@ -63,6 +63,9 @@ class FileQueue final : public IoQueue {
   void SubmitRing();
   void ReapAio(RequestList* finished);
   void ReapLibaio(RequestList* finished);
+  // Takes one batch from the thread's shared libaio ring: this queue's events onto reaped_, the
+  // others handed over to their queues. How many it took (negative: io_getevents' error).
+  int TakeLibaioEvents();
   // An event of this queue's that another queue took from the shared libaio ring.
   void HandOver(IoRequest* request, int64_t result);
   // The destructor's wait for this queue's iocbs, without running their callbacks.
@@ -82,7 +85,7 @@ class FileQueue final : public IoQueue {
   RequestList aio_waiting_;  // prepared iocbs not yet given to io_submit
   RequestList jobs_;         // for the workers at the next Poll()
   RequestList local_;        // completed without I/O; callbacks run at the next Poll()
-  RequestList handed_over_;  // libaio events other queues took, result in FileRequestState
+  RequestList reaped_;       // libaio events of ours taken from the ring, result in the state
   uint32_t jobs_count_ = 0;
   uint32_t in_kernel_ = 0;          // given to libaio or the ring, not yet reaped
   uint32_t aio_waiting_count_ = 0;  // libaio: requests in aio_waiting_
