@@ -14,13 +14,6 @@
 namespace bexd::cli {
 namespace {
 
-void ReadId(OptionReader& reader, std::string* id) {
-  reader.RequiredString("id", id);
-  if (!reader.ok()) return;
-  absl::Status status = CheckName(*id);
-  if (!status.ok()) reader.Fail("id", std::string(status.message()));
-}
-
 void ReadSocketPath(OptionReader& reader, std::string* path) {
   reader.RequiredString("path", path);
   if (!reader.ok()) return;

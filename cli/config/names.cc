@@ -33,4 +33,11 @@ absl::Status CheckNodeName(std::string_view name) {
   return CheckName(name);
 }
 
+void ReadId(OptionReader& reader, std::string* id) {
+  reader.RequiredString("id", id);
+  if (!reader.ok()) return;
+  absl::Status status = CheckName(*id);
+  if (!status.ok()) reader.Fail("id", std::string(status.message()));
+}
+
 }  // namespace bexd::cli

@@ -4,7 +4,10 @@
 
 #include <absl/status/status.h>
 
+#include <string>
 #include <string_view>
+
+#include "cli/config/option_reader.h"
 
 namespace bexd::cli {
 
@@ -13,5 +16,7 @@ namespace bexd::cli {
 absl::Status CheckName(std::string_view name);
 // CheckName(), and at most 31 bytes, as QEMU's node names (a BlockDriverState holds 32).
 absl::Status CheckNodeName(std::string_view name);
+// The required "id" of an object (iothread, secret, TLS credentials), checked with CheckName().
+void ReadId(OptionReader& reader, std::string* id);
 
 }  // namespace bexd::cli

@@ -36,11 +36,7 @@ absl::StatusOr<SecretObject> ParseSecretObject(const nlohmann::json& object, Syn
   SecretObject secret;
   std::string type;
   reader.RequiredString("qom-type", &type);
-  reader.RequiredString("id", &secret.id);
-  if (reader.ok()) {
-    absl::Status name_status = CheckName(secret.id);
-    if (!name_status.ok()) reader.Fail("id", std::string(name_status.message()));
-  }
+  ReadId(reader, &secret.id);
   for (const char* key : {"keyid", "iv"}) {
     if (reader.Value(key) != nullptr) {
       reader.Fail(key,

@@ -70,11 +70,7 @@ absl::StatusOr<TlsCredsObject> ParseTlsCredsObject(const nlohmann::json& object,
   TlsCredentials& credentials = creds.credentials;
   std::string type;
   reader.RequiredString("qom-type", &type);
-  reader.RequiredString("id", &creds.id);
-  if (reader.ok()) {
-    absl::Status name_status = CheckName(creds.id);
-    if (!name_status.ok()) reader.Fail("id", std::string(name_status.message()));
-  }
+  ReadId(reader, &creds.id);
   if (reader.ok() && type == "tls-creds-anon") {
     reader.Fail("qom-type",
                 "anonymous TLS (tls-creds-anon) is not supported by bexd: libnbd authenticates "
