@@ -6,10 +6,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 
 #include "cli/config/names.h"
 #include "cli/config/paths.h"
+#include "util/read_file.h"
 
 namespace bexd::cli {
 namespace {
@@ -21,17 +22,22 @@ std::string Unreadable(const std::string& path) {
   return ::access(path.c_str(), R_OK) == 0 ? std::string() : std::strerror(errno);
 }
 
+// Far more than any list of pre-shared keys.
+constexpr uint64_t kMaxKeysBytes = 1 << 20;
+
 // The files a client's credentials need, as QEMU loads them when the object is created.
 void CheckClientFiles(const TlsCredentials& credentials, OptionReader* reader) {
   const std::string& dir = credentials.dir;
   if (credentials.kind == TlsCredentials::Kind::kPsk) {
     const std::string keys = dir + "/keys.psk";
-    std::ifstream file(keys);
-    if (!file) {
-      reader->Fail("dir", fmt::format("cannot read '{}': {}", keys, std::strerror(errno)));
+    // Bounded as a secret file is: a keys.psk that is /dev/zero must not fill the memory.
+    absl::StatusOr<std::string> text = util::ReadBoundedFile(keys, kMaxKeysBytes);
+    if (!text.ok()) {
+      reader->Fail("dir", std::string(text.status().message()));
       return;
     }
-    for (std::string line; std::getline(file, line);) {
+    std::istringstream lines(*text);
+    for (std::string line; std::getline(lines, line);) {
       if (line.starts_with(credentials.username + ":")) return;
     }
     reader->Fail("dir", fmt::format("'{}' holds no key for username '{}' (lines username:hex-key)",

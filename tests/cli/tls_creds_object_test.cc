@@ -76,6 +76,11 @@ TEST_F(TlsCredsObjectTest, MissingFilesAndWhatLibnbdCannotDoAreRefused) {
                 "/keys.psk' holds no key for username 'qemu' (lines username:hex-key)");
   EXPECT_EQ(Error("tls-creds-psk,id=t,dir=" + Dir("x509")),
             "dir: cannot read '" + Dir("x509") + "/keys.psk': No such file or directory");
+  // Read with a bound, as a secret file is.
+  std::filesystem::create_directory(Dir("endless"));
+  std::filesystem::create_symlink("/dev/zero", Dir("endless") + "/keys.psk");
+  EXPECT_EQ(Error("tls-creds-psk,id=t,dir=" + Dir("endless")),
+            "dir: '" + Dir("endless") + "/keys.psk' is longer than 1048576 bytes");
   EXPECT_EQ(Error("tls-creds-anon,id=t,endpoint=client").substr(0, 52),
             "qom-type: anonymous TLS (tls-creds-anon) is not supp");
   EXPECT_EQ(Error("tls-creds-x509,id=t,dir=" + Dir("x509") + ",passwordid=sec0").substr(0, 55),
