@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # Times how long bexd takes to open (until the FUSE mount appears) and to stop (SIGTERM to exit)
 # a qcow2 backing chain of N images exported with one queue, and counts the libaio events it
-# holds (/proc/sys/fs/aio-nr, the whole system's, so run it on an otherwise idle machine).
+# holds (/proc/sys/fs/aio-nr, the whole system's, so run it on an otherwise idle machine) and its
+# threads after reading the whole export.
 #   chain-timing.sh BEXD N...      e.g. chain-timing.sh build/cli/bexd 41 101
 set -euo pipefail
 bexd=$(realpath "$1"); shift
@@ -28,9 +29,11 @@ for n in "$@"; do
   done
   opened=$(now)
   aio=$(cat /proc/sys/fs/aio-nr)
+  cat mnt >/dev/null
+  threads=$(ls "/proc/$pid/task" | wc -l)
   kill -TERM "$pid"
   wait "$pid" || true
   stopped=$(now)
   echo "$n images: open $(echo "$opened - $start" | bc) s, stop $(echo "$stopped - $opened" | bc) s," \
-    "aio-nr $aio"
+    "aio-nr $aio, threads $threads"
 done
