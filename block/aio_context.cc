@@ -2,19 +2,25 @@
 #include "block/aio_context.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <mutex>
+#include <system_error>
+#include <thread>
 
 #include "util/eventfd.h"
 
 namespace bexd::block {
 namespace {
 
-// Contexts whose thread and queues are gone, empty, for the next thread.
+// Contexts whose thread and queues are gone, empty: up to kPoolSize wait for the next thread,
+// the rest go to a thread that destroys them.
 struct Pool {
   std::mutex mutex;
   std::vector<AioContext*> idle;
+  std::vector<AioContext*> surplus;
+  bool destroying = false;
 };
 
 Pool& ThePool() {
@@ -50,14 +56,47 @@ absl::StatusOr<std::shared_ptr<AioContext>> AioContext::ForThisThread() {
     }
     context = new AioContext(handle);
   }
-  this_thread = std::shared_ptr<AioContext>(context, [](AioContext* idle) {
-    // Every queue waited for its requests before letting go, so the ring is empty.
-    idle->room_waiters_.clear();
-    Pool& pool = ThePool();
-    std::lock_guard lock(pool.mutex);
-    pool.idle.push_back(idle);
-  });
+  this_thread = std::shared_ptr<AioContext>(context, &AioContext::Release);
   return this_thread;
+}
+
+AioContext::~AioContext() { io_destroy(handle_); }
+
+void AioContext::Release(AioContext* context) {
+  // Every queue waited for its requests before letting go, so the ring is empty.
+  context->room_waiters_.clear();
+  Pool& pool = ThePool();
+  std::unique_lock lock(pool.mutex);
+  if (pool.idle.size() < kPoolSize) {
+    pool.idle.push_back(context);
+    return;
+  }
+  // Kept, the contexts of a long chain's threads would hold their share of the host's
+  // fs.aio-max-nr until the daemon exits, and other processes' io_setup would fail. io_destroy
+  // waits for an RCU grace period (~30 ms), too long for the thread deleting the node.
+  pool.surplus.push_back(context);
+  if (pool.destroying) return;
+  pool.destroying = true;
+  lock.unlock();
+  try {
+    std::thread(&AioContext::DestroySurplus).detach();
+  } catch (const std::system_error&) {
+    DestroySurplus();  // no thread to spare: the caller waits instead
+  }
+}
+
+void AioContext::DestroySurplus() {
+  pthread_setname_np(pthread_self(), "bexd-aio-free");
+  Pool& pool = ThePool();
+  std::unique_lock lock(pool.mutex);
+  while (!pool.surplus.empty()) {
+    AioContext* context = pool.surplus.back();
+    pool.surplus.pop_back();
+    lock.unlock();
+    delete context;
+    lock.lock();
+  }
+  pool.destroying = false;
 }
 
 int AioContext::Take(struct io_event* events, int capacity) {

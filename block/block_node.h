@@ -31,7 +31,10 @@ class IoQueue {
   // every request that has completed. Cheap when nothing is pending. Call after a batch of
   // Submit()s and whenever event_fd() becomes readable. A request a callback submits during
   // Poll() is under way when Poll() returns (or completed, if event_fd() is -1): callers wait on
-  // event_fd() only, so one left queued until some later Poll() could wait forever.
+  // event_fd() only, so one left queued until some later Poll() could wait forever. A thread
+  // with several queues polls each whose event_fd() is readable, not only the one it waits for:
+  // aio=native queues of one thread share a ring, and room freed by one's Poll() is what lets
+  // another's waiting requests go (block/aio_context.h).
   virtual void Poll() = 0;
   // Readable when completions wait for Poll(); -1 if the driver completes everything within
   // Poll() itself (the caller then never needs to wait for it).

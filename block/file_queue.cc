@@ -44,10 +44,7 @@ absl::StatusOr<std::unique_ptr<FileQueue>> FileQueue::Create(std::shared_ptr<Fil
   const AioMode aio = node->options().aio;
   if (aio == AioMode::kIoUring) {
     auto ring = UringRing::Create(kAioDepth, event_fd);
-    if (!ring.ok()) {
-      close(event_fd);
-      return ring.status();
-    }
+    if (!ring.ok()) return ring.status();  // the queue's destructor closes event_fd
     queue->uring_ = *std::move(ring);
   }
   if (aio == AioMode::kNative) {

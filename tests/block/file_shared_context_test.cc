@@ -2,13 +2,17 @@
 // The libaio context a thread's file queues share (aio_context.h): each queue gets its own
 // completions whichever queue takes them from the ring, more requests than the ring holds wait
 // for room, a queue that goes with requests in the kernel leaves the others theirs, and a
-// thread's context serves the next thread once the first has ended.
+// thread's context serves the next thread once the first has ended, and contexts beyond the pool's
+// size are destroyed once their threads have ended.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <latch>
 #include <memory>
 #include <string>
 #include <thread>
@@ -181,6 +185,48 @@ TEST(AioContextTest, AnEndedThreadsContextServesTheNextThread) {
   ASSERT_TRUE(mine.ok());
   io_context_t other = handle_of_a_thread();
   EXPECT_NE(other, (*mine)->handle());
+}
+
+// The kernel maps each libaio context's ring into the process as "/[aio]".
+int AioContextsOfThisProcess() {
+  std::ifstream maps("/proc/self/maps");
+  int count = 0;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("/[aio]") != std::string::npos) ++count;
+  }
+  return count;
+}
+
+TEST(AioContextTest, ContextsBeyondThePoolAreDestroyedWhenTheirThreadsEnd) {
+  const int before = AioContextsOfThisProcess();
+  constexpr int kThreads = AioContext::kPoolSize + 24;
+  // Each thread holds its context until the count below is taken.
+  std::latch all_have_one(kThreads + 1);
+  std::latch counted(1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&all_have_one, &counted] {
+      auto context = AioContext::ForThisThread();
+      EXPECT_TRUE(context.ok()) << context.status();
+      all_have_one.arrive_and_wait();
+      counted.wait();
+    });
+  }
+  all_have_one.arrive_and_wait();
+  EXPECT_GE(AioContextsOfThisProcess(), kThreads) << "the threads did not hold a context each";
+  counted.count_down();
+  for (std::thread& thread : threads) thread.join();
+  // The surplus goes on a thread of its own, ~30 ms per context.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (AioContextsOfThisProcess() > before + static_cast<int>(AioContext::kPoolSize) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const int kept = AioContextsOfThisProcess();
+  EXPECT_LE(kept, before + static_cast<int>(AioContext::kPoolSize));
+  // What the pool kept still serves new threads.
+  std::thread([] { EXPECT_TRUE(AioContext::ForThisThread().ok()); }).join();
+  EXPECT_LE(AioContextsOfThisProcess(), kept);
 }
 
 }  // namespace
