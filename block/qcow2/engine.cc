@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 
 #include "block/qcow2/epoll_set.h"
 #include "block/qcow2/queue.h"
@@ -53,7 +54,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(ImageState* image, const C
   image->engine = engine.get();
   std::promise<absl::Status> started;
   std::future<absl::Status> result = started.get_future();
-  engine->thread_ = std::thread([raw = engine.get(), &started] { raw->Run(&started); });
+  try {
+    engine->thread_ = std::thread([raw = engine.get(), &started] { raw->Run(&started); });
+  } catch (const std::system_error& error) {
+    image->engine = nullptr;
+    return absl::ResourceExhaustedError(fmt::format(
+        "node '{}': cannot start the metadata thread: {}", image->node_name, error.what()));
+  }
   absl::Status status = result.get();
   if (!status.ok()) {
     engine->thread_.join();
@@ -125,7 +132,7 @@ void Engine::Run(std::promise<absl::Status>* started) {
       if (self_) self_->Poll();
       CheckGracePeriods();
       if (!scheduler_.idle()) continue;
-      if (stop_) break;
+      if (stop_ && !writing_corrupt_bit_) break;
       struct epoll_event events[8];
       int count = epoll_wait(epoll_fd_, events, 8, PollTimeoutMs());
       for (int i = 0; i < count; ++i) {
@@ -283,7 +290,10 @@ void Engine::MarkCorrupt(const std::string& what) {
       "node '{}': the image is corrupt: {}; writes fail from now on (check it with "
       "'qemu-img check')",
       image_->node_name, what);
-  if (!image_->read_only) Spawn(WriteCorruptBit());
+  if (!image_->read_only) {
+    writing_corrupt_bit_ = true;
+    Spawn(WriteCorruptBit());
+  }
 }
 
 Task<void> Engine::WriteCorruptBit() {
@@ -297,6 +307,7 @@ Task<void> Engine::WriteCorruptBit() {
     log::Error("node '{}': cannot mark the image corrupt in its header: {}", image_->node_name,
                std::strerror(-result));
   }
+  writing_corrupt_bit_ = false;
 }
 
 }  // namespace bexd::block::qcow2

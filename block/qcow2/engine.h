@@ -232,6 +232,8 @@ class Engine {
   std::vector<std::string> corruption_reports_;
   bool stop_ = false;
   bool corrupt_marked_ = false;
+  // The thread does not end before the corrupt bit is on disk.
+  bool writing_corrupt_bit_ = false;
 
   Scheduler scheduler_;
   std::unique_ptr<IoQueue> file_queue_;
