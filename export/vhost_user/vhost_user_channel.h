@@ -17,7 +17,8 @@ namespace bexd::exports::vhost {
 
 struct Message {
   Header header{};
-  unsigned char payload[kMaxPayload] = {};
+  // Aligned for the 64-bit fields of the payloads PayloadAs() reads in place.
+  alignas(8) unsigned char payload[kMaxPayload] = {};
   std::vector<util::UniqueFd> fds;  // what came along in the ancillary data, owned
 
   // The payload as T if it is exactly sizeof(T) bytes, else nullptr.
