@@ -50,6 +50,9 @@ class Export {
   // True once the export has ended on its own; `ended_reason()` then says why ("'/mnt' was
   // unmounted from outside").
   bool ended() const { return ended_.load(std::memory_order_acquire); }
+  // True from the moment the export begins to end on its own: its clients' files can reach it no
+  // more, though its final flush may still run before ended().
+  virtual bool ending() const { return ended(); }
   const std::string& ended_reason() const { return ended_reason_; }
   // True once the flush of a stop has failed: what the export's clients wrote may not be durable.
   bool stop_flush_failed() const { return stop_flush_failed_.load(std::memory_order_acquire); }

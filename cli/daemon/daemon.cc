@@ -130,7 +130,7 @@ absl::Status Daemon::CheckNewExport(const ExportSpec& spec,
   std::string endpoint = Endpoint(spec);
   const ExportSpec* endpoint_owner = nullptr;
   for (const LiveExport& live : exports_) {
-    if (Endpoint(live.spec) == endpoint) endpoint_owner = &live.spec;
+    if (live.endpoint == endpoint) endpoint_owner = &live.spec;
   }
   for (const ExportSpec& other : also_new) {
     if (other.options.id == options.id) duplicate_id = true;
@@ -183,7 +183,7 @@ absl::Status Daemon::AddMonitorPath(const std::string& path) {
         fmt::format("monitor socket '{}' is already used by another monitor", canonical));
   }
   for (const LiveExport& live : exports_) {
-    if (Endpoint(live.spec) == canonical) {
+    if (live.endpoint == canonical) {
       return absl::InvalidArgumentError(fmt::format(
           "monitor socket '{}' is already used by export '{}'", canonical, live.spec.options.id));
     }
@@ -203,13 +203,14 @@ absl::Status Daemon::CheckNewExports(std::span<const ExportSpec> specs) const {
 absl::Status Daemon::AddExport(const ExportSpec& spec) {
   absl::Status status = CheckNewExport(spec, {});
   if (!status.ok()) return status;
+  std::string endpoint = Endpoint(spec);
   absl::StatusOr<std::unique_ptr<exports::Export>> running =
       exports::StartExport(spec.options, graph_.Find(spec.options.node_name)->node, export_ended_);
   if (!running.ok()) return running.status();
   graph_.Retain(spec.options.node_name, spec.options.id, spec.options.writable);
   log::Debug("export '{}' ({}) serves node '{}' at {}", spec.options.id, (*running)->type(),
-             spec.options.node_name, Endpoint(spec));
-  exports_.push_back({spec, *std::move(running)});
+             spec.options.node_name, endpoint);
+  exports_.push_back({spec, std::move(endpoint), *std::move(running)});
   return absl::OkStatus();
 }
 
@@ -222,11 +223,11 @@ absl::Status Daemon::DeleteExport(std::string_view id, ExportDeleteMode mode) {
   if (it->deleting()) {
     return absl::FailedPreconditionError(fmt::format("Export '{}' is already shutting down", id));
   }
-  // An ended export keeps counting the files open when its connection went, and none of them
-  // can reach it any more.
+  // An export ending on its own keeps counting the files open when its connection went, and none
+  // of them can reach it any more.
   const exports::Export& exported = *it->running;
   if (mode == ExportDeleteMode::kSafe &&
-      !PollFor([&] { return exported.ended() || !exported.in_use(); }, kReleaseGrace)) {
+      !PollFor([&] { return exported.ending() || !exported.in_use(); }, kReleaseGrace)) {
     return absl::FailedPreconditionError(
         fmt::format("export '{}' is in use; close it first or use mode=hard", id));
   }
@@ -401,7 +402,7 @@ json Daemon::BlockExports() const {
     exports.push_back({{"type", live.running->type()},
                        {"id", live.spec.options.id},
                        {"node-name", live.spec.options.node_name},
-                       {"shutting-down", live.deleting() || live.running->ended()}});
+                       {"shutting-down", live.deleting() || live.running->ending()}});
   }
   return exports;
 }

@@ -107,6 +107,9 @@ class Daemon {
   std::vector<IothreadObject>::const_iterator FindIothread(std::string_view id) const;
   struct LiveExport {
     ExportSpec spec;
+    // Endpoint(spec), taken before the export started: canonicalizing stats the path, and the
+    // main thread must never stat a mountpoint whose export may not answer (one shutting down).
+    std::string endpoint;
     std::unique_ptr<exports::Export> running;
     // Deletion: the thread that stops the export, and whether it is done.
     std::thread stopper;

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <string>
+#include <system_error>
 
 #include "export/fuse_dev/fuse_mount.h"
 #include "util/clock.h"
@@ -23,7 +24,13 @@ ForcedExit::ForcedExit(int signal_fd) {
     return;
   }
   done_fd_ = *std::move(done);
-  thread_ = std::thread(&ForcedExit::Watch, this, signal_fd);
+  try {
+    thread_ = std::thread(&ForcedExit::Watch, this, signal_fd);
+  } catch (const std::system_error& error) {
+    // The stop itself needs no thread of its own: it goes on without this watch.
+    log::Warn("a second stop signal will not force an exit: cannot start a thread: {}",
+              error.what());
+  }
 }
 
 ForcedExit::~ForcedExit() {

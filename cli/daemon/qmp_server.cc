@@ -202,7 +202,9 @@ void QmpServer::OnClientEvent(Client* client, uint32_t events) {
 }
 
 void QmpServer::HandleInput(Client* client) {
-  while (client->fd >= 0) {
+  // After quit nothing more runs: a command that came in the same read as the quit (an export
+  // added, a second quit) would act on a daemon that is stopping.
+  while (client->fd >= 0 && !commands_->quit_requested()) {
     std::optional<absl::StatusOr<std::string>> message = client->input.Next();
     if (!message) break;
     absl::StatusOr<nlohmann::json> request =

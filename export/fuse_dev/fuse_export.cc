@@ -245,6 +245,7 @@ absl::Status FuseExport::StartRings(uint32_t depth) {
                    .thread_name = fmt::format("bexd-ring-q{}", cpu),
                    .cpu = may_pin ? int(cpu) : -1});
     if (!thread.ok()) return thread.status();
+    std::lock_guard lock(rings_mutex_);
     rings_.push_back({std::move(*transport), std::move(*thread)});
   }
   for (Ring& ring : rings_) {
@@ -278,6 +279,7 @@ void FuseExport::OnQueueExit(const std::string& queue, bool failed) {
       !ending_.exchange(true, std::memory_order_acq_rel)) {
     log::Warn("export '{}': {} stopped serving; stopping the export", id(), queue);
     for (Queue& other : queues_) other.thread->RequestStop();
+    std::lock_guard lock(rings_mutex_);
     for (Ring& ring : rings_) ring.thread->RequestStop();
   }
   // The last queue out cleans up unless Stop() is under way and will do it after joining, or the
@@ -331,9 +333,11 @@ void FuseExport::TearDown() {
 bool FuseExport::in_use() const { return session_->open_handles() > 0; }
 
 void FuseExport::DropCachedAttributes() {
-  // Under the teardown lock, so that the descriptor stays open while it is written to.
-  std::lock_guard lock(teardown_mutex_);
-  if (torn_down_ || queues_.empty()) return;
+  // Under the teardown lock, so that the descriptor stays open while it is written to. A
+  // teardown that holds it is flushing an export that ends, which needs no notice: waiting for it
+  // would hold the control thread for as long as storage that does not answer holds the flush.
+  std::unique_lock lock(teardown_mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || torn_down_ || queues_.empty()) return;
   struct {
     struct fuse_out_header header;
     struct fuse_notify_inval_inode_out body;

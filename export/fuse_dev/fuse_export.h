@@ -51,6 +51,7 @@ class FuseExport final : public Export {
   // Tells the kernel to fetch the file's attributes again, so that a stat right after a QMP
   // resize shows the new size (the kernel otherwise keeps them for up to a second).
   void DropCachedAttributes() override;
+  bool ending() const override { return ending_.load(std::memory_order_acquire) || ended(); }
 
  private:
   FuseExport(const ExportOptions& options, std::shared_ptr<block::BlockNode> node,
@@ -88,8 +89,11 @@ class FuseExport final : public Export {
   };
   using Queue = Served<FuseDeviceTransport>;
   using Ring = Served<FuseRingTransport>;
-  std::vector<Queue> queues_;                          // fixed once StartQueues() ran
-  std::vector<Ring> rings_;                            // fixed once StartRings() ran
+  std::vector<Queue> queues_;  // fixed once StartQueues() ran
+  std::vector<Ring> rings_;    // fixed once StartRings() ran
+  // Held while StartRings() adds to rings_ and while a queue whose connection ended stops them:
+  // the connection may end while the export starts.
+  std::mutex rings_mutex_;
   std::unique_ptr<DeviceBackingFiles> backing_files_;  // with passthrough only
   // Queue threads still serving, plus one held by StartQueues() while it starts them, so that
   // queues ending early cannot tear down an export that is still starting.

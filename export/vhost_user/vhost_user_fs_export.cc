@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 
 #include "export/queue/queue_cpus.h"
 #include "export/vhost_user/vhost_user_channel.h"
@@ -69,7 +70,12 @@ absl::StatusOr<std::unique_ptr<VhostUserFsExport>> VhostUserFsExport::Start(
                                           session->MarkDestroyed();
                                         });
   if (absl::Status status = vhost_export->Listen(); !status.ok()) return status;
-  vhost_export->thread_ = std::thread(&VhostUserFsExport::ServeConnections, vhost_export.get());
+  try {
+    vhost_export->thread_ = std::thread(&VhostUserFsExport::ServeConnections, vhost_export.get());
+  } catch (const std::system_error& error) {
+    return absl::ResourceExhaustedError(
+        fmt::format("export '{}': cannot start its socket thread: {}", options.id, error.what()));
+  }
   log::Info(
       "export '{}': node '{}' served over vhost-user-fs on '{}' (tag '{}', file '{}', {}, "
       "{} request queue{}{})",

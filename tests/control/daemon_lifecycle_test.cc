@@ -31,6 +31,29 @@ TEST_F(ControlTest, QuitStopsEverythingAndCleansUp) {
   EXPECT_FALSE(std::filesystem::exists(pidfile));
 }
 
+// Commands that came in the same read as a quit run no more: an export added there was mounted
+// after SHUTDOWN and stopped without its event, and a second quit sent SHUTDOWN twice.
+TEST_F(ControlTest, NothingRunsAfterQuit) {
+  StartDaemon();
+  auto client = Connect();
+  client->Negotiate();
+  const std::string late = Path("late.mnt");
+  ::close(::open(late.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  client->SendRaw(
+      json({{"execute", "quit"}}).dump() + "\n" +
+      json({{"execute", "block-export-add"}, {"arguments", FuseExport("late", "disk0", late)}})
+          .dump() +
+      "\n" + json({{"execute", "quit"}}).dump() + "\n");
+  EXPECT_EQ(client->ReadReply(), json({{"return", json::object()}}));
+  EXPECT_EQ(daemon_->Wait(), 0) << ReadFile(log_);
+  EXPECT_TRUE(client->WaitEvent("SHUTDOWN").has_value());
+  EXPECT_FALSE(client->WaitEvent("SHUTDOWN", std::chrono::seconds(1)).has_value());
+  const json after = client->ReadReply();
+  EXPECT_TRUE(after.is_null()) << "a reply after quit: " << after;
+  EXPECT_EQ(ReadFile(log_).find("'late'"), std::string::npos) << ReadFile(log_);
+  EXPECT_FALSE(IsMounted(late));
+}
+
 TEST_F(ControlTest, EveryStopSignalShutsDownCleanly) {
   for (int signal : {SIGINT, SIGTERM, SIGHUP}) {
     StartDaemon();

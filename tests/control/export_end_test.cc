@@ -12,8 +12,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "tests/control/control_fixture.h"
 
@@ -136,6 +138,51 @@ TEST_F(ControlTest, DeleteRacingTheEndAnnouncesItOnce) {
   }
   EXPECT_EQ(Success(client->Execute("blockdev-del", {{"node-name", "null0"}})), "");
   EXPECT_EQ(client->Execute("query-block-exports")["return"].size(), 1u);
+}
+
+// Storage that never answers a flush (null-co with an hour of latency, in place of a hung NBD
+// server) keeps an export that ends, or is deleted, in its final flush. The control thread must
+// not wait for it: block_resize dropped every export's cached attributes under the lock that
+// flush holds, and block-export-add stat()ed every export's mountpoint, whose queues no longer
+// answer (outside audit: both held the QMP loop, and a stop signal, for as long as the flush).
+TEST_F(ControlTest, AnExportStuckInItsFinalFlushHoldsNoControlCommand) {
+  StartDaemon();
+  auto client = Connect();
+  client->Negotiate();
+  const std::string ended = Path("ended.mnt");
+  const std::string deleted = Path("deleted.mnt");
+  for (const std::string& id : {std::string("ended"), std::string("deleted")}) {
+    json hung = NullNode(id + "-node");
+    hung["latency-ns"] = uint64_t{3600} * 1000000000;
+    ASSERT_EQ(Success(client->Execute("blockdev-add", hung)), "");
+    const std::string mountpoint = Path(id + ".mnt");
+    ::close(::open(mountpoint.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+    ASSERT_EQ(
+        Success(client->Execute("block-export-add", FuseExport(id, id + "-node", mountpoint))), "");
+  }
+  ASSERT_EQ(::umount2(ended.c_str(), 0), 0) << std::strerror(errno);
+  // The delete replies once it has waited a while, and the export stays listed.
+  ASSERT_EQ(Success(client->Execute("block-export-del", {{"id", "deleted"}})), "");
+  // Both are in their final flush, shown as shutting down.
+  ASSERT_TRUE(WaitFor([&] {
+    json exports = client->Execute("query-block-exports")["return"];
+    int shutting_down = 0;
+    for (const json& exported : exports) shutting_down += exported["shutting-down"] == true;
+    return shutting_down == 2;
+  })) << client->Execute("query-block-exports").dump();
+  // Past the kernel's 1 s attribute cache, a stat of 'deleted.mnt' would wait for its export.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+
+  EXPECT_EQ(Success(client->Execute("block_resize", {{"node-name", "disk0"}, {"size", 32 << 20}})),
+            "");
+  const std::string other = Path("other.mnt");
+  ::close(::open(other.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  EXPECT_EQ(Success(client->Execute("block-export-add", FuseExport("other", "disk0", other))), "");
+  EXPECT_EQ(Success(client->Execute("block-export-del", {{"id", "other"}})), "");
+
+  // Nothing ends that flush: kill the daemon and clear what it leaves mounted.
+  daemon_->Stop(SIGKILL);
+  for (const std::string& path : {deleted, mountpoint_}) ::umount2(path.c_str(), MNT_DETACH);
 }
 
 }  // namespace
