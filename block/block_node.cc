@@ -22,6 +22,18 @@ const char* DetectZeroesName(DetectZeroes mode) {
 // returned as it is: the hot path then has no extra call and no zero check at all. As in QEMU it
 // is skipped for a node that cannot write zeroes, and unmap asks the driver for kIoMayUnmap,
 // which a driver without discard=unmap ignores, so there unmap acts as on.
+absl::Status BlockNode::Resize(uint64_t new_size) {
+  std::lock_guard lock(size_change_mutex_);
+  if (size() == new_size) return absl::OkStatus();
+  return Truncate(new_size);
+}
+
+absl::Status BlockNode::GrowTo(uint64_t end) {
+  std::lock_guard lock(size_change_mutex_);
+  if (size() >= end) return absl::OkStatus();
+  return Truncate(end);
+}
+
 absl::StatusOr<std::unique_ptr<IoQueue>> BlockNode::CreateQueue() {
   absl::StatusOr<std::unique_ptr<IoQueue>> queue = CreateDriverQueue();
   if (!queue.ok() || detect_zeroes_ == DetectZeroes::kOff || !capabilities().write_zeroes) {

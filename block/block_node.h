@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -116,6 +117,13 @@ class BlockNode {
   // fuse/status_errno.h maps them back): a node that cannot resize (capabilities().resize false)
   // kPermissionDenied (EPERM), a size too large kOutOfRange (EFBIG).
   virtual absl::Status Truncate(uint64_t new_size) = 0;
+  // Truncate() for the callers that decide from the current size (block_resize, an export's
+  // truncate and its writes past the end), one at a time: a grow that read the size and then
+  // truncated to its own end undid a larger resize that came in between (outside review: a
+  // qcow2 node lost the block_resize just confirmed, and writes a second export had grown it
+  // for). Resize() to exactly `new_size`; GrowTo() to at least `end`, a no-op if it is that big.
+  absl::Status Resize(uint64_t new_size);
+  absl::Status GrowTo(uint64_t end);
   // Creates an I/O context for the calling thread: the driver's queue, behind the generic
   // detect-zeroes check when the node has it on (block_node.cc).
   absl::StatusOr<std::unique_ptr<IoQueue>> CreateQueue();
@@ -157,6 +165,7 @@ class BlockNode {
  private:
   std::string node_name_;
   DetectZeroes detect_zeroes_ = DetectZeroes::kOff;
+  std::mutex size_change_mutex_;
 };
 
 }  // namespace bexd::block

@@ -177,18 +177,13 @@ uint64_t Session::CurrentSize() const {
 }
 
 absl::Status Session::GrowTo(uint64_t end) {
-  std::lock_guard lock(resize_mutex_);
   if (node_->size() >= end) return absl::OkStatus();
   const uint64_t alignment = capabilities_.size_alignment;
   // Past INT64_MAX the node refuses the size anyway (EFBIG); rounding must not wrap it to 0.
-  if (end > static_cast<uint64_t>(INT64_MAX)) return node_->Truncate(end);
-  return node_->Truncate((end + alignment - 1) / alignment * alignment);
+  if (end > static_cast<uint64_t>(INT64_MAX)) return node_->GrowTo(end);
+  return node_->GrowTo((end + alignment - 1) / alignment * alignment);
 }
 
-absl::Status Session::Resize(uint64_t size) {
-  std::lock_guard lock(resize_mutex_);
-  if (node_->size() == size) return absl::OkStatus();
-  return node_->Truncate(size);
-}
+absl::Status Session::Resize(uint64_t size) { return node_->Resize(size); }
 
 }  // namespace bexd::fuse

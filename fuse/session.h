@@ -160,8 +160,6 @@ class Session {
   alignas(64) mutable std::mutex attributes_mutex_;
   NodeAttributes file_attributes_;
   NodeAttributes directory_attributes_;
-
-  std::mutex resize_mutex_;
 };
 
 }  // namespace bexd::fuse

@@ -382,7 +382,7 @@ absl::Status Daemon::ResizeNode(std::string_view node_name, int64_t size) {
   }
   if (absl::Status status = graph_.CheckResize(node_name); !status.ok()) return status;
   // Every driver's message names the node already.
-  absl::Status status = entry->node->Truncate(static_cast<uint64_t>(size));
+  absl::Status status = entry->node->Resize(static_cast<uint64_t>(size));
   if (!status.ok()) return status;
   // The nodes above this one may have changed size with it, so every export refreshes (but those
   // being deleted, whose stop may hold what that takes).
