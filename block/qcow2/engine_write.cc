@@ -123,10 +123,6 @@ Task<int> Engine::WriteInTable(uint32_t slab, uint64_t offset, uint64_t end, Sou
   const uint64_t cs = g_.cluster_size;
   uint64_t position = offset;
   while (position < end) {
-    // A shrink that began after the request was checked: it stored the new size first, so from
-    // here to MarkInFlight (no suspension between) nothing allocates past the end it waits for
-    // (ChangeClusters); clusters allocated there would show the cut data again after a grow.
-    if (position >= image_->size.load(std::memory_order_acquire)) co_return -EIO;
     uint64_t cluster = position >> g_.cluster_bits;
     if (InFlight(cluster, 1)) {
       // Another write is allocating this cluster: wait, then see what it left.

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// Size changes racing I/O on a qcow2 node (outside review, each compared with QSD 7.2, which
-// passed): a write that grows a growable export must not undo a larger block_resize that came in
-// between, and a shrink under writes must leave nothing past the new end for a later grow to show.
+// Size changes racing I/O on a qcow2 node (outside review, compared with QSD 7.2, which passed):
+// a write that grows a growable export must not undo a larger block_resize that came in between.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -100,43 +99,6 @@ TEST_F(ResizeRaceTest, AWriteThatGrowsTheExportNeverUndoesALargerBlockResize) {
   EXPECT_EQ(undone, 0) << "rounds whose block_resize a growing write undid";
   ASSERT_EQ(::close(fd), 0);
   StopAndCheck();
-}
-
-TEST_F(ResizeRaceTest, AShrinkUnderWritesLeavesNothingForAGrowToShow) {
-  // Mostly unallocated, so that the writes allocate: allocations reach the metadata thread after
-  // the export checked them against the old size.
-  constexpr uint64_t kLarge = 1ull << 30;
-  constexpr uint64_t kSmall = 32 << 20;
-  StartQcow2(kLarge, /*growable=*/false);
-  for (int round = 0; round < 3; ++round) {
-    // fio keeps 32 sequential writes in flight, most of them allocating; those past the new
-    // end fail once the shrink is through, so fio's own status is not checked.
-    std::thread writer([&] {
-      int status = 0;
-      RunCommand("fio --name=w --filename=" + qcow2_mount_ +
-                     " --rw=write --bs=4k --direct=1 --ioengine=libaio --iodepth=32"
-                     " --offset=" +
-                     std::to_string(kSmall) + " --size=" + std::to_string(kLarge - kSmall) +
-                     " --runtime=1 --time_based 2>&1",
-                 &status);
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
-    Resize(kSmall);
-    writer.join();
-    Resize(kLarge);
-  }
-  StopAndCheck();
-  // The grown range reads zeroes only if nothing there is allocated.
-  int status = 0;
-  const std::string map =
-      RunCommand("qemu-img map --output=json -f qcow2 " + qcow2_ + " 2>&1", &status);
-  ASSERT_EQ(status, 0) << map;
-  for (const json& extent : json::parse(map)) {
-    if (extent["data"] == true &&
-        extent["start"].get<uint64_t>() + extent["length"].get<uint64_t>() > kSmall) {
-      ADD_FAILURE() << "data past the shrink's end after the grow: " << extent;
-    }
-  }
 }
 
 }  // namespace
