@@ -17,11 +17,6 @@ const char* DetectZeroesName(DetectZeroes mode) {
   return "off";
 }
 
-// detect-zeroes lives here, above every driver, so that each driver gets it without code of its
-// own, as in QEMU (bdrv_aligned_pwritev). With it off (the default) the driver's queue is
-// returned as it is: the hot path then has no extra call and no zero check at all. As in QEMU it
-// is skipped for a node that cannot write zeroes, and unmap asks the driver for kIoMayUnmap,
-// which a driver without discard=unmap ignores, so there unmap acts as on.
 absl::Status BlockNode::Resize(uint64_t new_size) {
   std::lock_guard lock(size_change_mutex_);
   if (size() == new_size) return absl::OkStatus();
@@ -34,6 +29,11 @@ absl::Status BlockNode::GrowTo(uint64_t end) {
   return Truncate(end);
 }
 
+// detect-zeroes lives here, above every driver, so that each driver gets it without code of its
+// own, as in QEMU (bdrv_aligned_pwritev). With it off (the default) the driver's queue is
+// returned as it is: the hot path then has no extra call and no zero check at all. As in QEMU it
+// is skipped for a node that cannot write zeroes, and unmap asks the driver for kIoMayUnmap,
+// which a driver without discard=unmap ignores, so there unmap acts as on.
 absl::StatusOr<std::unique_ptr<IoQueue>> BlockNode::CreateQueue() {
   absl::StatusOr<std::unique_ptr<IoQueue>> queue = CreateDriverQueue();
   if (!queue.ok() || detect_zeroes_ == DetectZeroes::kOff || !capabilities().write_zeroes) {

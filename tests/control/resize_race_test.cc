@@ -13,7 +13,6 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "tests/control/control_fixture.h"
 #include "tests/support/qemu_check.h"
